@@ -1,0 +1,90 @@
+"""agentrl: typed multi-turn agentic reinforcement learning for tool-using LLM agents.
+
+The public API is listed in `__all__`; plug-ins (ALFWorld, PyTRIO, the local torch backend)
+live in `agentrl.envs.*` and `agentrl.backends.*` and import their optional dependencies
+lazily.
+"""
+
+from agentrl.advantages import (
+    AdvantageEstimator,
+    Advantages,
+    GroupAdvantages,
+    GroupMean,
+    GroupNormalized,
+    LeaveOneOut,
+)
+from agentrl.backends.base import (
+    AdamParams,
+    CheckpointRef,
+    ForwardBackwardResult,
+    LossConfig,
+    LossName,
+    Sampler,
+    SamplingParams,
+    TrainingBackend,
+)
+from agentrl.datums import Datum, build_datums, trajectory_to_datum
+from agentrl.env import EnvGroup, EnvGroupFactory
+from agentrl.rewards import RewardFn, WinMinusInvalid
+from agentrl.tools import ToolProtocol, ToolResult
+from agentrl.types import (
+    Completion,
+    CompletionStop,
+    EnvStep,
+    Message,
+    ParsedAction,
+    ParseError,
+    ParseErrorKind,
+    StopReason,
+    TaskInfo,
+    TokenCounts,
+    ToolCall,
+    Trajectory,
+    TrajectoryGroup,
+    Turn,
+    TurnStatus,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdamParams",
+    "AdvantageEstimator",
+    "Advantages",
+    "CheckpointRef",
+    "Completion",
+    "CompletionStop",
+    "Datum",
+    "EnvGroup",
+    "EnvGroupFactory",
+    "EnvStep",
+    "ForwardBackwardResult",
+    "GroupAdvantages",
+    "GroupMean",
+    "GroupNormalized",
+    "LeaveOneOut",
+    "LossConfig",
+    "LossName",
+    "Message",
+    "ParseError",
+    "ParseErrorKind",
+    "ParsedAction",
+    "RewardFn",
+    "Sampler",
+    "SamplingParams",
+    "StopReason",
+    "TaskInfo",
+    "TokenCounts",
+    "ToolCall",
+    "ToolProtocol",
+    "ToolResult",
+    "TrainingBackend",
+    "Trajectory",
+    "TrajectoryGroup",
+    "Turn",
+    "TurnStatus",
+    "WinMinusInvalid",
+    "__version__",
+    "build_datums",
+    "trajectory_to_datum",
+]

@@ -1,0 +1,144 @@
+"""Trajectory -> Datum: the ONLY place where training masks and shifts are built.
+
+One datum per trajectory, from its full token sequence `T` (the last prompt followed by the
+last completion; every earlier prompt is a prefix of it):
+
+    model_input   = T[:-1]
+    target_tokens = T[1:]
+    logprobs[j]   = sampler logprob of T[j+1]  if T[j+1] was sampled by the assistant, else 0
+    advantages[j] = advantage of that turn     if T[j+1] was sampled by the assistant, else 0
+    mask[j]       = 1.0                        if T[j+1] was sampled by the assistant, else 0
+
+System, user and tool tokens, and closing tokens the renderer added after a completion, were
+not sampled: they get logprob 0, advantage 0 and mask 0. Backends that only accept
+`target_tokens`, `logprobs` and `advantages` (PyTRIO / Tinker PPO) mask by zero advantage;
+`mask` lets the local backend normalise by the number of assistant tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from agentrl.advantages import Advantages
+from agentrl.types import Trajectory, TrajectoryGroup
+
+__all__ = [
+    "Datum",
+    "PrefixError",
+    "build_datums",
+    "has_signal",
+    "trajectory_to_datum",
+]
+
+IntArray = npt.NDArray[np.int64]
+Float32Array = npt.NDArray[np.float32]
+
+
+class PrefixError(ValueError):
+    """A turn's prompt is not a prefix of the trajectory's token sequence."""
+
+
+@dataclass(frozen=True, eq=False)
+class Datum:
+    """One training example, backend-neutral (numpy arrays, all of equal length)."""
+
+    model_input: IntArray
+    target_tokens: IntArray
+    logprobs: Float32Array
+    advantages: Float32Array
+    mask: Float32Array
+
+    def __post_init__(self) -> None:
+        n = len(self.model_input)
+        for name in ("target_tokens", "logprobs", "advantages", "mask"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(
+                    f"Datum.{name} has length {len(getattr(self, name))}, model_input has {n}"
+                )
+
+    def __len__(self) -> int:
+        return len(self.model_input)
+
+    @property
+    def num_assistant_tokens(self) -> int:
+        """Number of target positions that were sampled by the assistant."""
+        return int(self.mask.sum())
+
+
+def trajectory_to_datum(trajectory: Trajectory, turn_advantages: Sequence[float]) -> Datum:
+    """Build the datum of one trajectory given one advantage per turn.
+
+    Raises PrefixError if a turn's prompt is not a prefix of the full sequence (the rollout
+    broke the exact-extension property) and ValueError on a length mismatch.
+    """
+    turns = trajectory.turns
+    if len(turn_advantages) != len(turns):
+        raise ValueError(
+            f"{len(turn_advantages)} advantages for a trajectory of {len(turns)} turns"
+        )
+    if not turns:
+        raise ValueError("cannot build a datum from a trajectory with no turns")
+    full = np.asarray(trajectory.full_tokens, dtype=np.int64)
+    if full.size < 2:
+        raise ValueError("a datum needs at least two tokens")
+    n = full.size - 1
+    logprobs = np.zeros(n, dtype=np.float32)
+    advantages = np.zeros(n, dtype=np.float32)
+    mask = np.zeros(n, dtype=np.float32)
+    for index, (turn, advantage) in enumerate(zip(turns, turn_advantages, strict=True)):
+        start = len(turn.prompt_tokens)
+        end = start + len(turn.completion_tokens)
+        if end > full.size or not np.array_equal(
+            full[:start], np.asarray(turn.prompt_tokens, dtype=np.int64)
+        ):
+            raise PrefixError(
+                f"turn {index}: its prompt ({start} tokens) is not a prefix of the "
+                f"trajectory's {full.size} tokens"
+            )
+        if not np.array_equal(full[start:end], np.asarray(turn.completion_tokens)):
+            raise PrefixError(f"turn {index}: its completion is not where the prompt ends")
+        if start == 0:
+            raise ValueError(f"turn {index}: empty prompt; the first token cannot be a target")
+        # Target position j predicts full[j + 1]; completion tokens sit at [start, end).
+        logprobs[start - 1 : end - 1] = turn.logprobs
+        advantages[start - 1 : end - 1] = advantage
+        mask[start - 1 : end - 1] = 1.0
+    return Datum(
+        model_input=full[:-1].copy(),
+        target_tokens=full[1:].copy(),
+        logprobs=logprobs,
+        advantages=advantages,
+        mask=mask,
+    )
+
+
+def has_signal(advantages: Sequence[float]) -> bool:
+    """True when at least one turn has a non-zero advantage (the trajectory is worth training)."""
+    return any(a != 0.0 for a in advantages)
+
+
+def build_datums(
+    groups: Sequence[TrajectoryGroup],
+    advantages: Advantages,
+    *,
+    skip_zero_advantage: bool = True,
+) -> list[Datum]:
+    """One datum per trajectory, in group order; zero-advantage trajectories skipped by default."""
+    if len(groups) != len(advantages.groups):
+        raise ValueError(f"{len(groups)} groups but {len(advantages.groups)} advantage groups")
+    datums: list[Datum] = []
+    for group, group_adv in zip(groups, advantages.groups, strict=True):
+        if len(group.trajectories) != len(group_adv.per_turn):
+            raise ValueError(
+                f"group {group.group_id}: {len(group.trajectories)} trajectories but "
+                f"{len(group_adv.per_turn)} advantage rows"
+            )
+        for trajectory, turn_adv in zip(group.trajectories, group_adv.per_turn, strict=True):
+            if not trajectory.turns or (skip_zero_advantage and not has_signal(turn_adv)):
+                continue
+            datums.append(trajectory_to_datum(trajectory, turn_adv))
+    return datums

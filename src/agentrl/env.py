@@ -1,0 +1,51 @@
+"""Environment contracts: `EnvGroup` (K branches of one task) and its factory.
+
+An `EnvGroup` holds K independent copies of one task that start from an identical state.
+`step(actions)` advances only the branches that got an action (`None` leaves a branch as it
+is: it is finished, or its tool call was invalid). A single environment is the K=1 case.
+The checker that every implementation must pass lives in `agentrl.testing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from agentrl.types import EnvStep, TaskInfo
+
+__all__ = ["EnvGroup", "EnvGroupFactory", "EnvStep", "TaskInfo"]
+
+
+@runtime_checkable
+class EnvGroup(Protocol):
+    """K independent environments of one task with identical initial state."""
+
+    @property
+    def task(self) -> TaskInfo:
+        """The task these branches play."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """Number of branches K."""
+        ...
+
+    async def reset(self) -> list[EnvStep]:
+        """Start every branch; all K initial steps must be identical."""
+        ...
+
+    async def step(self, actions: Sequence[str | None]) -> list[EnvStep]:
+        """Advance each branch whose action is not None; return the current step of all K."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources; calling it twice is harmless."""
+        ...
+
+
+class EnvGroupFactory(Protocol):
+    """Builds the K-branch group of one task (the rollout engine's only way to make envs)."""
+
+    def __call__(self, task: TaskInfo, group_size: int) -> EnvGroup:
+        """Create a group of `group_size` branches of `task` (not yet reset)."""
+        ...

@@ -1,0 +1,1 @@
+"""Environment plug-ins: `agentrl.envs.alfworld` (ALFWorld / TextWorld) and `agentrl.envs.toy`."""
