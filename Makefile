@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/agentrl demo
+	$(BIN)/python examples/01_reward_estimator_datum.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from agentrl.rewards import RewardFn, WinMinusInvalid
 from agentrl.types import Trajectory, TrajectoryGroup
 
 __all__ = [
     "AdvantageEstimator",
     "Advantages",
+    "GiGPO",
     "GroupAdvantages",
     "GroupMean",
     "GroupNormalized",
@@ -105,9 +107,7 @@ class TrajectoryLevelEstimator:
         if not degenerate:
             for i, value in zip(keep, self.centered(rewards), strict=True):
                 values[i] = float(value)
-        per_turn = tuple(
-            (values[i],) * len(t.turns) for i, t in enumerate(group.trajectories)
-        )
+        per_turn = tuple((values[i],) * len(t.turns) for i, t in enumerate(group.trajectories))
         return GroupAdvantages(per_turn=per_turn, degenerate=degenerate)
 
 
@@ -117,7 +117,8 @@ class GroupMean(TrajectoryLevelEstimator):
 
     def centered(self, rewards: FloatArray) -> FloatArray:
         """Reward minus the group mean."""
-        return rewards - rewards.mean()
+        centered: FloatArray = rewards - rewards.mean()
+        return centered
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ class GroupNormalized(TrajectoryLevelEstimator):
         if rewards.size <= self.ddof:
             return np.zeros_like(rewards)
         std = float(rewards.std(ddof=self.ddof))
-        return (rewards - rewards.mean()) / (std + self.eps)
+        scaled: FloatArray = (rewards - rewards.mean()) / (std + self.eps)
+        return scaled
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,74 @@ class LeaveOneOut(TrajectoryLevelEstimator):
         if k < 2:
             return np.zeros_like(rewards)
         baseline = (rewards.sum() - rewards) / (k - 1)
-        return rewards - baseline
+        centered: FloatArray = rewards - baseline
+        return centered
+
+
+@dataclass(frozen=True)
+class GiGPO:
+    """Group-in-group credit (Feng et al., 2025): episode advantage + omega * step advantage.
+
+    The episode advantage comes from a trajectory-level estimator over the group (default
+    `GroupMean`). Turns of the group that acted from the same environment state
+    (`Turn.state_key`) form an *anchor-state group*; each turn's step return is its
+    discounted future reward `sum_k gamma^k r_{t+k}` (per-turn rewards from
+    `reward_fn.turn_rewards`); the step advantage is that return minus its anchor group's mean
+    (divided by the group's std + eps when `normalize_step`). Turns without a state key or
+    alone in their anchor group get step advantage 0. A group is degenerate only when every
+    resulting advantage is 0.
+    """
+
+    gamma: float = 0.95
+    omega: float = 1.0
+    normalize_step: bool = False
+    eps: float = 1e-6
+    episode: TrajectoryLevelEstimator = field(default_factory=lambda: GroupMean())
+    reward_fn: RewardFn = field(default_factory=WinMinusInvalid)
+
+    def estimate(self, groups: Sequence[TrajectoryGroup]) -> Advantages:
+        """Per-turn advantages for every trajectory of every group."""
+        episode = self.episode.estimate(groups)
+        return Advantages(
+            groups=tuple(self._group(g, e) for g, e in zip(groups, episode.groups, strict=True))
+        )
+
+    def step_returns(self, trajectory: Trajectory) -> tuple[float, ...]:
+        """Discounted future reward of each turn of one trajectory."""
+        rewards = self.reward_fn.turn_rewards(trajectory)
+        returns = [0.0] * len(rewards)
+        running = 0.0
+        for t in range(len(rewards) - 1, -1, -1):
+            running = rewards[t] + self.gamma * running
+            returns[t] = running
+        return tuple(returns)
+
+    def _group(self, group: TrajectoryGroup, episode: GroupAdvantages) -> GroupAdvantages:
+        anchors: dict[str, list[tuple[int, int, float]]] = {}
+        for i, trajectory in enumerate(group.trajectories):
+            if not usable(trajectory):
+                continue
+            for t, (turn, ret) in enumerate(
+                zip(trajectory.turns, self.step_returns(trajectory), strict=True)
+            ):
+                if turn.state_key is not None:
+                    anchors.setdefault(turn.state_key, []).append((i, t, ret))
+        step = [[0.0] * len(t.turns) for t in group.trajectories]
+        for members in anchors.values():
+            if len(members) < 2:
+                continue
+            returns = np.array([ret for _, _, ret in members], dtype=np.float64)
+            centered = returns - returns.mean()
+            if self.normalize_step:
+                centered = centered / (float(returns.std()) + self.eps)
+            for (i, t, _), value in zip(members, centered, strict=True):
+                step[i][t] = 0.0 if abs(value) <= DEGENERATE_TOLERANCE else float(value)
+        per_turn = tuple(
+            tuple(e + self.omega * s for e, s in zip(ep_row, step_row, strict=True))
+            for ep_row, step_row in zip(episode.per_turn, step, strict=True)
+        )
+        degenerate = all(a == 0.0 for row in per_turn for a in row)
+        return GroupAdvantages(per_turn=per_turn, degenerate=degenerate)
 
 
 def check_finite(advantages: Advantages) -> None:

@@ -3,7 +3,8 @@
 The room has a few places; one object lies at one of them. The agent wins by taking the
 object and moving it to the target (3-4 correct commands, ALFWorld-style phrasing:
 `go to shelf 1`, `take apple 1 from shelf 1`, `move apple 1 to box 1`). It loses when the
-step limit is reached or when it `drop`s the object (it breaks). Every task is fully determined by its seed.
+step limit is reached or when it `drop`s the object (it breaks). Every task is fully
+determined by its seed.
 """
 
 from __future__ import annotations
