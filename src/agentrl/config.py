@@ -1,0 +1,300 @@
+"""Training and evaluation configs: pydantic v2 models with the published recipe's defaults.
+
+Every field has a one-line description (used by `agentrl train --help` / `agentrl eval --help`)
+and unknown fields are rejected. Field names follow the familiar command-line flags
+(`max_steps` is `--max-steps`, the number of training updates). Components chosen by name
+(backend, estimator, reward) are built by `agentrl.registry` or by their plug-in; Python users
+may pass objects to the trainer instead.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agentrl.advantages import AdvantageEstimator
+from agentrl.backends.base import AdamParams, LossConfig, LossName, SamplingParams
+from agentrl.registry import EstimatorOptions, RewardOptions, make_estimator, make_reward
+from agentrl.rewards import RewardFn
+
+__all__ = [
+    "BackendName",
+    "CommonConfig",
+    "EnvEngine",
+    "EstimatorName",
+    "EvalConfig",
+    "EvalPolicy",
+    "EvalSplit",
+    "RewardName",
+    "SwanLabMode",
+    "TrainConfig",
+]
+
+
+class BackendName(StrEnum):
+    """Training / sampling backends."""
+
+    PYTRIO = "pytrio"
+    LOCAL = "local"
+    TINKER = "tinker"
+
+
+class EstimatorName(StrEnum):
+    """Built-in advantage estimators (see `agentrl.registry.ESTIMATORS`)."""
+
+    GROUP_MEAN = "group_mean"
+    GROUP_NORMALIZED = "group_normalized"
+    LEAVE_ONE_OUT = "leave_one_out"
+    GIGPO = "gigpo"
+
+
+class RewardName(StrEnum):
+    """Built-in reward functions (see `agentrl.registry.REWARDS`)."""
+
+    WIN_MINUS_INVALID = "win_minus_invalid"
+
+
+class SwanLabMode(StrEnum):
+    """SwanLab tracking modes (`disabled` logs nothing to SwanLab; JSONL is always written)."""
+
+    ONLINE = "online"
+    OFFLINE = "offline"
+    LOCAL = "local"
+    DISABLED = "disabled"
+
+
+class EnvEngine(StrEnum):
+    """ALFWorld environment engines (`textworld` is the stock reference engine)."""
+
+    TEXTWORLD = "textworld"
+    FAST = "fast"
+
+
+class EvalSplit(StrEnum):
+    """Which validation games to evaluate."""
+
+    VALID_SEEN = "valid_seen"
+    VALID_UNSEEN = "valid_unseen"
+    ALL = "all"
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The data splits this choice covers."""
+        if self is EvalSplit.ALL:
+            return (EvalSplit.VALID_SEEN.value, EvalSplit.VALID_UNSEEN.value)
+        return (self.value,)
+
+
+class EvalPolicy(StrEnum):
+    """Who plays the evaluation games."""
+
+    MODEL = "model"
+    PLANNER = "planner"
+
+
+class CommonConfig(BaseModel):
+    """Knobs shared by training and evaluation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    base_model: str = Field(
+        "Qwen/Qwen3.5-4B",
+        description="base model name or local path ('tiny' = the local backend's test model)",
+    )
+    backend: BackendName = Field(
+        BackendName.PYTRIO, description="training/sampling backend: pytrio, local or tinker"
+    )
+    tokenizer_path: Path | None = Field(
+        None, description="local tokenizer folder (default: load the base model's tokenizer)"
+    )
+    device: str = Field("auto", description="torch device for the local backend (auto, cpu, cuda)")
+    data_root: Path | None = Field(
+        None, description="ALFWorld data root (default: $ALFWORLD_DATA, then the alfworld cache)"
+    )
+    env_engine: EnvEngine = Field(
+        EnvEngine.TEXTWORLD, description="ALFWorld environment engine: textworld or fast"
+    )
+    max_episode_steps: int = Field(50, ge=1, description="maximum env steps per trajectory")
+    max_trajectory_tokens: int = Field(
+        12_000, ge=16, description="token budget of one trajectory (prompt + completions)"
+    )
+    max_assistant_tokens: int = Field(
+        2_048, ge=1, description="maximum new tokens per assistant turn"
+    )
+    temperature: float = Field(1.0, ge=0.0, description="sampling temperature")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling top-p, in (0, 1]")
+    seed: int = Field(42, ge=0, description="random seed (game order, sampling, LoRA init)")
+    show_admissible: bool = Field(
+        True, description="list the admissible actions in the first user and each tool message"
+    )
+    win_reward: float = Field(1.0, description="reward for a won episode")
+    invalid_penalty: float = Field(
+        0.1, ge=0.0, description="reward penalty per invalid action (format or not admissible)"
+    )
+    reward: RewardName = Field(RewardName.WIN_MINUS_INVALID, description="reward function")
+    swanlab_mode: SwanLabMode = Field(
+        SwanLabMode.DISABLED, description="SwanLab tracking: online, offline, local or disabled"
+    )
+    swanlab_project: str = Field("agentrl", min_length=1, description="SwanLab project name")
+    experiment_name: str | None = Field(
+        None, description="run name in SwanLab and logs (default: derived from the output path)"
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, value: str) -> str:
+        if value not in ("auto", "cpu", "mps") and not value.startswith("cuda"):
+            raise ValueError(f"device must be auto, cpu, mps, cuda or cuda:N, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_budgets(self) -> Self:
+        if self.max_assistant_tokens >= self.max_trajectory_tokens:
+            raise ValueError(
+                f"max_assistant_tokens ({self.max_assistant_tokens}) must be smaller than "
+                f"max_trajectory_tokens ({self.max_trajectory_tokens}): one turn must fit in "
+                "the trajectory budget"
+            )
+        return self
+
+    def sampling_params(self, stop_tokens: tuple[int, ...] = ()) -> SamplingParams:
+        """Sampling parameters for one assistant turn."""
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_assistant_tokens,
+            stop_tokens=stop_tokens,
+            seed=self.seed,
+        )
+
+    def reward_fn(self) -> RewardFn:
+        """The configured reward function."""
+        return make_reward(
+            self.reward.value,
+            RewardOptions(win_reward=self.win_reward, invalid_penalty=self.invalid_penalty),
+        )
+
+
+class TrainConfig(CommonConfig):
+    """Configuration of one training run (defaults: the published ALFWorld recipe)."""
+
+    max_steps: int = Field(80, ge=1, description="number of training updates (optimizer steps)")
+    games_per_batch: int = Field(8, ge=1, description="games (groups) per update")
+    group_size: int = Field(8, ge=1, description="trajectories per game (K branches)")
+    max_concurrent_games: int | None = Field(
+        None, ge=1, description="games rolled out at once (default: the whole batch)"
+    )
+    train_split: str = Field("train", min_length=1, description="data split to train on")
+    lora_rank: int = Field(32, ge=1, le=512, description="LoRA rank")
+    learning_rate: float = Field(1e-6, gt=0.0, description="Adam learning rate")
+    beta1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam beta1")
+    beta2: float = Field(0.95, ge=0.0, lt=1.0, description="Adam beta2")
+    adam_eps: float = Field(1e-8, gt=0.0, description="Adam epsilon")
+    weight_decay: float = Field(0.0, ge=0.0, description="decoupled weight decay")
+    grad_clip_norm: float = Field(
+        1.0, ge=0.0, description="clip the global gradient norm to this (0 disables)"
+    )
+    loss: LossName = Field(LossName.PPO, description="policy loss: ppo or importance_sampling")
+    clip_low: float = Field(0.8, gt=0.0, le=1.0, description="PPO lower ratio clip threshold")
+    clip_high: float = Field(1.2, ge=1.0, description="PPO upper ratio clip threshold")
+    estimator: EstimatorName = Field(
+        EstimatorName.GROUP_MEAN,
+        description="advantage estimator: group_mean, group_normalized, leave_one_out or gigpo",
+    )
+    gigpo_gamma: float = Field(0.95, ge=0.0, le=1.0, description="GiGPO step-return discount")
+    gigpo_omega: float = Field(1.0, ge=0.0, description="GiGPO weight of the step advantage")
+    gigpo_normalize_step: bool = Field(
+        False, description="GiGPO: divide step advantages by their anchor group's std"
+    )
+    save_every: int = Field(20, ge=1, description="save a checkpoint every N updates (and at end)")
+    run_dir: Path = Field(
+        Path("runs/train"), description="folder for checkpoints, metrics JSONL and logs"
+    )
+    resume: bool = Field(
+        False, description="continue from the latest checkpoint in run_dir (same game order)"
+    )
+
+    @model_validator(mode="after")
+    def _check_groups(self) -> Self:
+        if self.group_size < 2 and self.estimator is not EstimatorName.GIGPO:
+            raise ValueError(
+                f"group_size={self.group_size} gives every trajectory a zero advantage with the "
+                f"{self.estimator.value!r} estimator (a group of one is its own baseline); "
+                "use group_size >= 2"
+            )
+        return self
+
+    def adam_params(self) -> AdamParams:
+        """Optimizer step parameters."""
+        return AdamParams(
+            learning_rate=self.learning_rate,
+            beta1=self.beta1,
+            beta2=self.beta2,
+            eps=self.adam_eps,
+            weight_decay=self.weight_decay,
+            grad_clip_norm=self.grad_clip_norm,
+        )
+
+    def loss_config(self) -> LossConfig:
+        """Loss hyper-parameters (PPO clip thresholds)."""
+        return LossConfig(clip_low=self.clip_low, clip_high=self.clip_high)
+
+    def advantage_estimator(self) -> AdvantageEstimator:
+        """The configured advantage estimator."""
+        options = EstimatorOptions(
+            gigpo_gamma=self.gigpo_gamma,
+            gigpo_omega=self.gigpo_omega,
+            gigpo_normalize_step=self.gigpo_normalize_step,
+        )
+        return make_estimator(self.estimator.value, options, self.reward_fn())
+
+
+class EvalConfig(CommonConfig):
+    """Configuration of one evaluation (defaults: the published recipe's evaluation)."""
+
+    output: Path = Field(description="eval JSONL file to write (episodes and summaries)")
+    policy: EvalPolicy = Field(
+        EvalPolicy.MODEL, description="who plays: the model, or the planner baseline"
+    )
+    model_path: str | None = Field(
+        None, description="sampler checkpoint to evaluate (default: the base model)"
+    )
+    split: EvalSplit = Field(
+        EvalSplit.ALL, description="games to evaluate: valid_seen, valid_unseen or all"
+    )
+    limit_per_split: int | None = Field(
+        None, ge=1, description="evaluate at most this many games of each split"
+    )
+    games_per_batch: int = Field(16, ge=1, description="games evaluated concurrently")
+    trajectories_per_game: int = Field(1, ge=1, description="trajectories sampled per game")
+    temperature: float = Field(0.01, ge=0.0, description="sampling temperature")
+    overwrite_output: bool = Field(
+        False, description="replace an existing output file instead of refusing"
+    )
+    resume: bool = Field(
+        False, description="finish an interrupted evaluation, skipping episodes already written"
+    )
+
+    @field_validator("output")
+    @classmethod
+    def _check_output(cls, value: Path) -> Path:
+        if value.suffix != ".jsonl":
+            raise ValueError(f"output must be a .jsonl file, got {str(value)!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_modes(self) -> Self:
+        if self.overwrite_output and self.resume:
+            raise ValueError(
+                "overwrite_output and resume contradict each other: resume keeps the episodes "
+                "already written, overwrite_output deletes them; pass only one"
+            )
+        if self.policy is EvalPolicy.PLANNER and self.model_path is not None:
+            raise ValueError(
+                "model_path is set but policy is 'planner': the planner baseline uses no model; "
+                "drop model_path or use policy 'model'"
+            )
+        return self
