@@ -1,0 +1,56 @@
+"""Reporting: metric sinks (JSONL, SwanLab, console), eval JSONL records, plots, HTML viewer.
+
+SwanLab, plots (matplotlib) and the viewer are imported from their own modules
+(`agentrl.reporting.swanlab`, `.plots`, `.viewer`) so importing this package stays light.
+"""
+
+from agentrl.reporting.jsonl import JsonlError, JsonlWriter, WriteMode, read_jsonl
+from agentrl.reporting.records import (
+    EpisodeEntry,
+    EvalFile,
+    episode_id,
+    episode_record,
+    read_eval_file,
+    run_record,
+    summary_record,
+    trajectory_from_record,
+    trajectory_record,
+)
+from agentrl.reporting.sinks import (
+    SUMMARY_COLUMNS,
+    TRAIN_COLUMNS,
+    Column,
+    ConsoleSink,
+    JsonlSink,
+    MetricSink,
+    MultiSink,
+    Reportable,
+    format_table,
+    make_sinks,
+)
+
+__all__ = [
+    "SUMMARY_COLUMNS",
+    "TRAIN_COLUMNS",
+    "Column",
+    "ConsoleSink",
+    "EpisodeEntry",
+    "EvalFile",
+    "JsonlError",
+    "JsonlSink",
+    "JsonlWriter",
+    "MetricSink",
+    "MultiSink",
+    "Reportable",
+    "WriteMode",
+    "episode_id",
+    "episode_record",
+    "format_table",
+    "make_sinks",
+    "read_eval_file",
+    "read_jsonl",
+    "run_record",
+    "summary_record",
+    "trajectory_from_record",
+    "trajectory_record",
+]

@@ -1,0 +1,233 @@
+"""Metric sinks behind one small protocol: JSONL (always), SwanLab, console table.
+
+A sink receives records that know how to present themselves (`to_json()` for files,
+`as_flat()` for dashboards), tagged with a `kind` ("train", "eval/valid_seen", ...) and a
+step (the update counter).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TextIO, runtime_checkable
+
+from tqdm import tqdm  # type: ignore[import-untyped]
+
+from agentrl.config import SwanLabMode
+from agentrl.reporting.jsonl import JsonlWriter, WriteMode
+from agentrl.types import JsonObject, JsonValue
+
+__all__ = [
+    "SUMMARY_COLUMNS",
+    "TRAIN_COLUMNS",
+    "Column",
+    "ConsoleSink",
+    "JsonlSink",
+    "MetricSink",
+    "MultiSink",
+    "Reportable",
+    "format_table",
+    "make_sinks",
+]
+
+
+@runtime_checkable
+class Reportable(Protocol):
+    """A metrics record (see `agentrl.metrics`)."""
+
+    def to_json(self) -> JsonObject:
+        """The record as a nested JSON object."""
+        ...
+
+    def as_flat(self, prefix: str = "") -> dict[str, float]:
+        """Numeric fields as a flat `{"a/b": value}` map."""
+        ...
+
+
+@runtime_checkable
+class MetricSink(Protocol):
+    """Somewhere metrics go."""
+
+    def log(self, kind: str, step: int, record: Reportable) -> None:
+        """Record one metrics record."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release resources (idempotent)."""
+        ...
+
+
+class JsonlSink:
+    """Appends `{"type": kind, "step": step, "time": ..., **record}` lines; never truncates."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._writer = JsonlWriter(self.path, WriteMode.APPEND)
+
+    def log(self, kind: str, step: int, record: Reportable) -> None:
+        """Append one record (flushed)."""
+        body = record.to_json()
+        clash = {"type", "step", "time"} & body.keys()
+        if clash:
+            raise ValueError(f"record fields {sorted(clash)} clash with the JSONL envelope")
+        self._writer.write({"type": kind, "step": step, "time": round(time.time(), 3), **body})
+
+    def close(self) -> None:
+        """Close the file."""
+        self._writer.close()
+
+
+@dataclass(frozen=True)
+class Column:
+    """One console column: a title, a `/`-separated path into `to_json()`, a format."""
+
+    title: str
+    path: str
+    fmt: str = "{:.3f}"
+
+    def render(self, body: JsonObject, step: int) -> str:
+        """The cell text for one record."""
+        if self.path == "@step":
+            return str(step)
+        value: JsonValue = body
+        for part in self.path.split("/"):
+            if not isinstance(value, dict) or part not in value:
+                return "-"
+            value = value[part]
+        if value is None:
+            return "-"
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return self.fmt.format(value)
+        return str(value)
+
+
+TRAIN_COLUMNS: tuple[Column, ...] = (
+    Column("update", "@step"),
+    Column("success", "stats/success_rate", "{:.1%}"),
+    Column("reward", "stats/reward_mean", "{:+.3f}"),
+    Column("invalid", "stats/mean_invalid_actions", "{:.2f}"),
+    Column("steps", "stats/mean_env_steps", "{:.1f}"),
+    Column("trunc", "stats/truncation_rate", "{:.1%}"),
+    Column("degen", "degenerate_groups", "{:d}"),
+    Column("loss", "loss", "{:+.4f}"),
+    Column("tokens", "trained_tokens", "{:d}"),
+    Column("sec", "timings/total", "{:.1f}"),
+)
+"""Default console columns for per-update training metrics."""
+
+SUMMARY_COLUMNS: tuple[Column, ...] = (
+    Column("split", "split"),
+    Column("games", "stats/episodes", "{:d}"),
+    Column("success", "stats/success_rate", "{:.2%}"),
+    Column("reward", "stats/reward_mean", "{:+.4f}"),
+    Column("steps", "stats/mean_env_steps", "{:.1f}"),
+    Column("trunc", "stats/truncation_rate", "{:.1%}"),
+    Column("format", "stats/tool_format_rate", "{:.1%}"),
+    Column("admiss.", "stats/admissible_action_rate", "{:.1%}"),
+    Column("invalid", "stats/mean_invalid_actions", "{:.2f}"),
+)
+"""Default console columns for evaluation summaries."""
+
+
+def _cells(columns: Sequence[Column], record: Reportable, step: int) -> list[str]:
+    body = record.to_json()
+    return [c.render(body, step) for c in columns]
+
+
+def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(cell.rjust(w) for cell, w in zip(cells, widths, strict=True))
+
+
+def format_table(records: Sequence[Reportable], columns: Sequence[Column] = SUMMARY_COLUMNS) -> str:
+    """A plain-text table with one row per record (step = row index)."""
+    rows = [_cells(columns, r, i) for i, r in enumerate(records)]
+    widths = [max([len(c.title), *(len(row[j]) for row in rows)]) for j, c in enumerate(columns)]
+    header = _line([c.title for c in columns], widths)
+    return "\n".join([header, "-" * len(header), *(_line(row, widths) for row in rows)])
+
+
+class ConsoleSink:
+    """Prints one table row per record (header every `header_every` rows), tqdm-safe."""
+
+    def __init__(
+        self,
+        columns: Sequence[Column] = TRAIN_COLUMNS,
+        *,
+        kinds: Sequence[str] = ("train",),
+        stream: TextIO | None = None,
+        header_every: int = 20,
+    ) -> None:
+        self._columns = tuple(columns)
+        self._kinds = frozenset(kinds)
+        self._stream = stream
+        self._header_every = header_every
+        self._rows = 0
+        self._widths = [max(len(c.title), 9) for c in self._columns]
+
+    def log(self, kind: str, step: int, record: Reportable) -> None:
+        """Print the record's row if its kind is shown."""
+        if kind not in self._kinds:
+            return
+        stream = self._stream or sys.stdout
+        if self._rows % self._header_every == 0:
+            tqdm.write(_line([c.title for c in self._columns], self._widths), file=stream)
+        tqdm.write(_line(_cells(self._columns, record, step), self._widths), file=stream)
+        self._rows += 1
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class MultiSink:
+    """Fans records out to several sinks."""
+
+    def __init__(self, sinks: Sequence[MetricSink]) -> None:
+        self.sinks = tuple(sinks)
+
+    def log(self, kind: str, step: int, record: Reportable) -> None:
+        """Log to every sink."""
+        for sink in self.sinks:
+            sink.log(kind, step, record)
+
+    def close(self) -> None:
+        """Close every sink, even if one fails."""
+        errors: list[BaseException] = []
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception as exc:  # close the others, then re-raise the first
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+def make_sinks(
+    metrics_path: Path,
+    *,
+    swanlab_mode: SwanLabMode = SwanLabMode.DISABLED,
+    swanlab_project: str = "agentrl",
+    experiment_name: str | None = None,
+    config: JsonObject | None = None,
+    swanlab_dir: Path | None = None,
+    console: bool = True,
+) -> MultiSink:
+    """JSONL at `metrics_path`, SwanLab unless disabled (imported only then), console table."""
+    sinks: list[MetricSink] = [JsonlSink(metrics_path)]
+    if swanlab_mode is not SwanLabMode.DISABLED:
+        from agentrl.reporting.swanlab import SwanLabSink
+
+        sinks.append(
+            SwanLabSink(
+                mode=swanlab_mode,
+                project=swanlab_project,
+                experiment_name=experiment_name or metrics_path.parent.name,
+                config=config,
+                log_dir=swanlab_dir or metrics_path.parent / "swanlab",
+            )
+        )
+    if console:
+        sinks.append(ConsoleSink())
+    return MultiSink(sinks)
