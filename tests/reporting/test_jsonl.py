@@ -86,7 +86,7 @@ def test_corruption_in_the_middle_names_file_and_line(tmp_path: Path) -> None:
     path.write_text("[1, 2]\n")
     with pytest.raises(JsonlError, match="expected a JSON object"):
         read_jsonl(path)
-    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.jsonl"):
         read_jsonl(tmp_path / "nope.jsonl")
 
 

@@ -93,7 +93,7 @@ def test_make_sinks_offline_fans_out(tmp_path: Path) -> None:
 def test_online_without_credentials_says_what_to_do(tmp_path: Path) -> None:
     from agentrl.reporting.swanlab import SwanLabError, SwanLabSink
 
-    with pytest.raises(SwanLabError, match="swanlab login.*SWANLAB_API_KEY.*offline"):
+    with pytest.raises(SwanLabError, match=r"swanlab login.*SWANLAB_API_KEY.*offline"):
         SwanLabSink(
             mode=SwanLabMode.ONLINE, project="p", experiment_name="o", log_dir=tmp_path / "s"
         )
