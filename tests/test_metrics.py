@@ -167,3 +167,16 @@ def test_update_metrics_rejects_misaligned_advantages() -> None:
     advantages = GroupMean().estimate([*groups, *groups])
     with pytest.raises(ValueError, match="2 groups but 1"):
         update_metrics(1, groups, advantages)
+
+
+def test_metrics_config_and_reporting_stay_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agentrl.metrics, agentrl.config, agentrl.registry, agentrl.reporting\n"
+        "heavy = [m for m in ('torch', 'transformers', 'textworld', 'alfworld', 'pytrio', "
+        "'swanlab', 'matplotlib') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
