@@ -12,7 +12,11 @@ actions, so the difference is the cost of the list. Reported side by side, as ra
   cache re-reads, the dominant billed quantity of the published run),
 - trajectories that would not fit the 12,000-token budget.
 
+Planner episodes are short (about 6 steps); `--detour N` prepends N idle `look` / `inventory`
+steps to mimic the 21-23 env steps of LLM episodes in the published evaluation.
+
     PYTHONPATH=src python benchmarks/rollout.py                     # 12 generated games
+    PYTHONPATH=src python benchmarks/rollout.py --detour 16                 # ~22-step episodes
     PYTHONPATH=src python benchmarks/rollout.py --games ~/alfworld --split valid_seen --limit 20
 """
 
@@ -70,14 +74,19 @@ def plan_policy(plan: tuple[str, ...], call: Callable[[str], str]) -> Callable[[
     return policy
 
 
-async def play(task: TaskInfo, tokenizer: object, admissible: bool, group_size: int) -> list[Row]:
-    """Play `task` with the planner's plan; one Row per branch."""
+async def play(
+    task: TaskInfo, tokenizer: object, admissible: bool, group_size: int, detour: int
+) -> list[Row]:
+    """Play `task` with the planner's plan after `detour` look/inventory steps; one Row per
+    branch."""
     protocol = alfworld_tool_protocol(include_admissible=admissible)
     renderer = ChatRenderer(tokenizer, protocol.tools)  # type: ignore[arg-type]
     planner = PlannerPolicy()
     await planner.start(task, 1)
-    sampler = PolicySampler(tokenizer, plan_policy(planner.plan, protocol.call_text))  # type: ignore[arg-type]
-    config = RolloutConfig(group_size=group_size, max_trajectory_tokens=10**7)
+    idle = tuple("look" if i % 2 == 0 else "inventory" for i in range(detour))
+    policy = plan_policy(idle + planner.plan, protocol.call_text)
+    sampler = PolicySampler(tokenizer, policy)  # type: ignore[arg-type]
+    config = RolloutConfig(group_size=group_size, max_trajectory_tokens=10**7, max_env_steps=200)
     group = await rollout_group(
         task,
         env_factory=make_alfworld_group,
@@ -126,6 +135,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=12, help="games to play (default 12)")
     parser.add_argument("--seed", type=int, default=0, help="generation seed")
     parser.add_argument("--group-size", type=int, default=1, help="branches per game")
+    parser.add_argument(
+        "--detour",
+        type=int,
+        default=0,
+        help="idle look/inventory steps before the plan, to mimic longer LLM episodes",
+    )
     parser.add_argument("--tokenizer", help="a local tokenizer path instead of built-in Qwen")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/rollout.json"))
     args = parser.parse_args()
@@ -142,13 +157,16 @@ def main() -> None:
         started = time.perf_counter()
         for task in tqdm(tasks, desc="games", unit="game"):
             for admissible in (True, False):
-                rows += asyncio.run(play(task, tokenizer, admissible, args.group_size))
+                rows += asyncio.run(play(task, tokenizer, admissible, args.group_size, args.detour))
         seconds = time.perf_counter() - started
 
     with_list = summary([r for r in rows if r.admissible_list])
     without = summary([r for r in rows if not r.admissible_list])
     keys = [k for k in with_list if k not in ("trajectories",)]
-    print(f"\n{len(tasks)} games x {args.group_size} branch(es), planner-played, {seconds:.0f}s")
+    print(
+        f"\n{len(tasks)} games x {args.group_size} branch(es), planner-played "
+        f"(+{args.detour} idle steps), {seconds:.0f}s"
+    )
     print(f"{'metric':<28}{'with list':>12}{'without':>12}{'ratio':>8}")
     for key in keys:
         a, b = with_list[key], without[key]
@@ -160,6 +178,7 @@ def main() -> None:
             {
                 "games": len(tasks),
                 "group_size": args.group_size,
+                "detour": args.detour,
                 "with_admissible_list": with_list,
                 "without_admissible_list": without,
                 "rows": [asdict(r) for r in rows],
