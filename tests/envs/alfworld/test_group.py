@@ -121,6 +121,10 @@ async def test_engine_exception_ends_only_that_branch(fault_task: TaskInfo) -> N
         for _ in range(2):
             steps = await group.step(["go north", "go north", None])
         assert steps[1].won and steps[1].done and steps[0].error is not None
+        pid = group.worker_pid
+        fresh = await group.reset()  # the broken engine's worker is replaced
+        assert group.worker_pid != pid and all(s.error is None for s in fresh)
+        assert (await group.step(["go north", None, None]))[0].error is None
     finally:
         await group.close()
 
