@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 import subprocess
 import sys
@@ -52,7 +51,11 @@ class BranchReport:
 
 
 def _die_with_parent() -> None:
-    """Ask Linux to kill this process when its parent exits (best effort)."""
+    """Ask Linux to kill this process when its parent exits (best effort).
+
+    Linux ties this to the thread that started the child: start groups from a thread that
+    outlives them (the event loop's thread does).
+    """
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -93,8 +96,6 @@ def serve(fd: int, engine: str, game_file: str, count: str) -> None:
         kind = request[0]
         if kind == "close":
             break
-        if kind == "crash":  # used by tests: die without a word
-            os._exit(3)
         calls: Sequence[tuple[int, str | None]] = request[1]
         for branch, command in calls:
             current = engines[branch]
@@ -330,11 +331,6 @@ class GroupWorker(_Child):
                 self.kill()
                 raise WorkerFailure(f"unexpected message from the worker: {done!r}", None)
             return reports
-
-    def crash_for_test(self) -> None:
-        """Ask the worker to exit abruptly (tests of the failure path)."""
-        if self._conn is not None:
-            self._conn.send(("crash",))
 
 
 class CallWorker(_Child):
