@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from agentrl.backends.local.model import KV, cache_kwarg, kv_from_cache, kv_to_cache
+from agentrl.backends.local.model import cache_kwarg
 
 __all__ = ["ModelEngine"]
 
@@ -70,11 +70,10 @@ class ModelEngine:
         self,
         input_ids: torch.Tensor,
         position_ids: torch.Tensor,
-        kv: KV | None,
+        cache: Any,
         attention_mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, KV]:
-        """One cached forward: logits (float32) of the last position of each row, and the KV."""
-        cache = kv_to_cache(kv)
+    ) -> torch.Tensor:
+        """One forward appending to `cache`: float32 logits of the last position of each row."""
         out = self.base(
             input_ids=input_ids,
             position_ids=position_ids,
@@ -84,7 +83,7 @@ class ModelEngine:
             **{self._cache_kwarg: cache},
         )
         logits: torch.Tensor = out.logits[:, -1, :].float()
-        return logits, kv_from_cache(cache)
+        return logits
 
     def sequence_logprobs(self, tokens: Sequence[int]) -> torch.Tensor:
         """Logprob of each token given the previous ones (length len(tokens) - 1), no grad."""

@@ -20,7 +20,7 @@ import torch
 from agentrl.backends.base import SamplingParams
 from agentrl.backends.local.engine import ModelEngine
 from agentrl.backends.local.kvcache import PrefixKVCache
-from agentrl.backends.local.model import KV
+from agentrl.backends.local.model import KV, cache_select_rows, kv_from_cache, kv_to_cache
 from agentrl.types import Completion, CompletionStop
 
 __all__ = ["GenRequest", "GenResult", "generate"]
@@ -64,16 +64,18 @@ def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     cumulative = torch.cumsum(sorted_probs, dim=-1)
     drop = cumulative - sorted_probs >= top_p  # keeps at least the most likely token
     sorted_probs = sorted_probs.masked_fill(drop, 0.0)
-    filtered = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    return filtered / filtered.sum(dim=-1, keepdim=True)
+    return torch.zeros_like(probs).scatter(-1, order, sorted_probs)
 
 
 def _sample(logits: torch.Tensor, params: SamplingParams, gen: torch.Generator) -> torch.Tensor:
+    """One token per row: greedy at temperature 0, else inverse-CDF sampling (fast on CPU)."""
     if params.temperature == 0:
         return logits.argmax(dim=-1)
-    probs = torch.softmax(logits / params.temperature, dim=-1)
-    probs = _top_p_filter(probs, params.top_p)
-    return torch.multinomial(probs, 1, generator=gen)[:, 0]
+    probs = _top_p_filter(torch.softmax(logits / params.temperature, dim=-1), params.top_p)
+    cdf = torch.cumsum(probs, dim=-1)
+    u = torch.rand(probs.shape[0], 1, generator=gen, device=probs.device) * cdf[:, -1:]
+    index = torch.searchsorted(cdf, u, right=True)[:, 0]
+    return index.clamp_(max=probs.shape[-1] - 1)
 
 
 def _prefill(
@@ -82,8 +84,9 @@ def _prefill(
     reused, kv = cache.take(prompt, max_length=len(prompt) - 1)
     suffix = torch.tensor([prompt[reused:]], dtype=torch.long, device=engine.device)
     positions = torch.arange(reused, len(prompt), device=engine.device)[None]
-    logits, full_kv = engine.step(suffix, positions, kv)
-    return logits[0], full_kv, reused
+    model_cache = kv_to_cache(kv, reserve=len(prompt) - reused)
+    logits = engine.step(suffix, positions, model_cache)
+    return logits[0], kv_from_cache(model_cache), reused
 
 
 def _left_pad(kvs: Sequence[tuple[KV, int]], width: int) -> KV:
@@ -131,7 +134,9 @@ def generate(
                 _Row(index, width - lengths[index], stop, request.params.max_tokens, [], [])
             )
             first_logits.append(logits)
-    kv_batch = _left_pad(prefilled, width)
+    longest = max(r.params.max_tokens for r in requests)
+    model_cache = kv_to_cache(_left_pad(prefilled, width), reserve=longest)
+    del prefilled
     logits = torch.stack(first_logits)
     pads = torch.tensor([row.pad for row in rows], device=device)
     active = list(range(len(rows)))  # row ids, in batch order
@@ -155,7 +160,7 @@ def generate(
                 request = requests[row.request]
                 row_kv = [
                     (k[pos : pos + 1, :, row.pad :].clone(), v[pos : pos + 1, :, row.pad :].clone())
-                    for k, v in kv_batch
+                    for k, v in kv_from_cache(model_cache)
                 ]
                 cache.put(request.prompt + tuple(row.tokens[:-1]), row_kv)
             else:
@@ -164,13 +169,13 @@ def generate(
             break
         if len(keep) < len(active):
             sel_t = torch.tensor(keep, device=device)
-            kv_batch = [(k[sel_t], v[sel_t]) for k, v in kv_batch]
+            cache_select_rows(model_cache, sel_t)
             next_tokens = next_tokens[sel_t]
             pads = pads[sel_t]
             active = [active[p] for p in keep]
         positions = (length - pads)[:, None]
         mask = (torch.arange(length + 1, device=device)[None] >= pads[:, None]).long()
-        logits, kv_batch = engine.step(next_tokens[:, None], positions, kv_batch, mask)
+        logits = engine.step(next_tokens[:, None], positions, model_cache, mask)
         length += 1
     results: list[GenResult] = []
     for index, _request in enumerate(requests):

@@ -18,6 +18,7 @@ __all__ = [
     "LoraSpec",
     "apply_lora",
     "cache_kwarg",
+    "cache_select_rows",
     "default_dtype",
     "kv_from_cache",
     "kv_to_cache",
@@ -182,6 +183,8 @@ def apply_lora(model: Any, spec: LoraSpec, *, seed: int) -> Any:
     with warnings.catch_warnings():
         # LoRA on a tied lm_head adapts the output projection only; that is intended.
         warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*")
+        # peft probes a property that transformers 5 deprecates; not ours to fix.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
         return peft.get_peft_model(model, config)
 
 
@@ -191,14 +194,79 @@ def cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def kv_to_cache(kv: Sequence[tuple[torch.Tensor, torch.Tensor]] | None) -> Any:
-    """A transformers `DynamicCache` holding `kv` (empty when None)."""
+def _growing_layer_class() -> Any:
     transformers = require("transformers", "local")
-    if not kv:
-        return transformers.DynamicCache()
-    return transformers.DynamicCache(ddp_cache_data=list(kv))
+
+    class GrowingLayer(transformers.cache_utils.DynamicLayer):  # type: ignore[misc]
+        """A KV layer with preallocated room: appending a token writes in place (no copy)."""
+
+        def __init__(self, keys: torch.Tensor, values: torch.Tensor, reserve: int) -> None:
+            super().__init__()
+            rows, heads, length, dim = keys.shape
+            capacity = length + max(reserve, 1)
+            self._k = keys.new_empty((rows, heads, capacity, dim))
+            self._v = values.new_empty((rows, values.shape[1], capacity, values.shape[3]))
+            self._k[:, :, :length] = keys
+            self._v[:, :, :length] = values
+            self.length = length
+            self.device = keys.device
+            self.is_initialized = True
+            self._publish()
+
+        def _publish(self) -> None:
+            self.keys = self._k[:, :, : self.length]
+            self.values = self._v[:, :, : self.length]
+
+        def update(
+            self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            new = key_states.shape[-2]
+            if self.length + new > self._k.shape[2]:
+                grow = max(self._k.shape[2], new)
+                self._k = torch.cat(
+                    [self._k, self._k.new_empty(*self._k.shape[:2], grow, self._k.shape[3])], 2
+                )
+                self._v = torch.cat(
+                    [self._v, self._v.new_empty(*self._v.shape[:2], grow, self._v.shape[3])], 2
+                )
+            self._k[:, :, self.length : self.length + new] = key_states
+            self._v[:, :, self.length : self.length + new] = value_states
+            self.length += new
+            self._publish()
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self.length
+
+        def batch_select_indices(self, indices: torch.Tensor) -> None:
+            self._k = self._k[indices]
+            self._v = self._v[indices]
+            self._publish()
+
+    return GrowingLayer
+
+
+_GROWING_LAYER: Any = None
+
+
+def kv_to_cache(kv: Sequence[tuple[torch.Tensor, torch.Tensor]] | None, *, reserve: int = 0) -> Any:
+    """A transformers `DynamicCache` holding a copy of `kv` with room for `reserve` more tokens."""
+    global _GROWING_LAYER
+    transformers = require("transformers", "local")
+    cache = transformers.DynamicCache()
+    if kv:
+        if _GROWING_LAYER is None:
+            _GROWING_LAYER = _growing_layer_class()
+        cache.layers = [_GROWING_LAYER(k, v, reserve) for k, v in kv]
+    return cache
 
 
 def kv_from_cache(cache: Any) -> KV:
-    """The per-layer (keys, values) tensors of a `DynamicCache`."""
+    """The per-layer (keys, values) tensors of a cache (views; clone to keep them)."""
     return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def cache_select_rows(cache: Any, rows: torch.Tensor) -> None:
+    """Keep only `rows` (batch indices) of every layer of `cache`."""
+    for layer in cache.layers:
+        layer.batch_select_indices(rows)
