@@ -102,14 +102,18 @@ class LocalBackend:
         size: str = "tiny",
         device: str | torch.device | None = "cpu",
         lora: LoraSpec | None = None,
+        model_overrides: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> LocalBackend:
-        """A random-initialised Qwen3-architecture model over the project's test tokenizer."""
+        """A random-initialised Qwen3-architecture model over the project's test tokenizer.
+
+        `size` is "tiny" (2 layers, hidden 64), "qwen3-0.6b" or "qwen3-4b";
+        `model_overrides` change config fields (e.g. `{"hidden_size": 32}`)."""
         if tokenizer is None:
             tokenizer_module = require("agentrl.tokenizer", "local", "the test tokenizer")
             tokenizer = tokenizer_module.build_qwen_tokenizer()
         resolved = select_device(device)
-        config = qwen3_config(size, vocab_size=len(tokenizer))  # type: ignore[arg-type]
+        config = qwen3_config(size, vocab_size=len(tokenizer), **dict(model_overrides or {}))  # type: ignore[arg-type]
         model = random_causal_lm(config, seed=seed, device=resolved)
         return cls(model, device=resolved, tokenizer=tokenizer, seed=seed, lora=lora, **kwargs)
 
