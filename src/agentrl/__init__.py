@@ -23,10 +23,13 @@ from agentrl.backends.base import (
     SamplingParams,
     TrainingBackend,
 )
+from agentrl.chat import ChatRenderer, ChatTemplateError, HistoryRewriteError
 from agentrl.datums import Datum, build_datums, trajectory_to_datum
 from agentrl.env import EnvGroup, EnvGroupFactory
 from agentrl.rewards import RewardFn, WinMinusInvalid
-from agentrl.tools import ToolProtocol, ToolResult
+from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
+from agentrl.tool_calls import parse_tool_call
+from agentrl.tools import CommandTool, StatusTexts, ToolProtocol, ToolResult
 from agentrl.types import (
     Completion,
     CompletionStop,
@@ -51,7 +54,10 @@ __all__ = [
     "AdamParams",
     "AdvantageEstimator",
     "Advantages",
+    "ChatRenderer",
+    "ChatTemplateError",
     "CheckpointRef",
+    "CommandTool",
     "Completion",
     "CompletionStop",
     "Datum",
@@ -62,6 +68,7 @@ __all__ = [
     "GroupAdvantages",
     "GroupMean",
     "GroupNormalized",
+    "HistoryRewriteError",
     "LeaveOneOut",
     "LossConfig",
     "LossName",
@@ -70,8 +77,10 @@ __all__ = [
     "ParseErrorKind",
     "ParsedAction",
     "RewardFn",
+    "RolloutConfig",
     "Sampler",
     "SamplingParams",
+    "StatusTexts",
     "StopReason",
     "TaskInfo",
     "TokenCounts",
@@ -86,5 +95,8 @@ __all__ = [
     "WinMinusInvalid",
     "__version__",
     "build_datums",
+    "parse_tool_call",
+    "rollout_batch",
+    "rollout_group",
     "trajectory_to_datum",
 ]

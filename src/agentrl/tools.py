@@ -4,18 +4,19 @@ A `ToolProtocol` owns everything textual about acting through a tool: the tools'
 schemas, the system prompt, the first user message, parsing an assistant message into an
 action (never raising: a bad call is a typed `ParseError`), and the tool message that answers
 each call. Implementations: `agentrl.envs.alfworld` (the `alfworld_step` tool) and
-`agentrl.envs.toy`.
+`agentrl.envs.toy`, both instances of the generic single-command `CommandTool`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from agentrl.tool_calls import json_tool_call, parse_tool_call, xml_tool_call
 from agentrl.types import EnvStep, JsonObject, Message, ParsedAction, TaskInfo, TurnStatus
 
-__all__ = ["ToolProtocol", "ToolResult"]
+__all__ = ["CommandTool", "StatusTexts", "ToolProtocol", "ToolResult"]
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,121 @@ class ToolProtocol(Protocol):
     def tool_message(self, result: ToolResult) -> Message:
         """The tool message answering one call."""
         ...
+
+
+@dataclass(frozen=True)
+class StatusTexts:
+    """The first line of a tool message for each `TurnStatus` (`{action}`/`{detail}` filled in)."""
+
+    won: str = "Status: won. The task is complete."
+    ended: str = "Status: the episode ended without success."
+    invalid_format: str = (
+        "Status: invalid tool-call format ({detail}). The environment state was not advanced."
+    )
+    not_admissible: str = (
+        "Status: action not admissible: {action!r} cannot be executed here; nothing happened."
+    )
+    executed: str = "Status: executed {action!r}."
+
+    def line(self, status: TurnStatus, action: str | None, detail: str) -> str:
+        """The status line of one turn."""
+        template = {
+            TurnStatus.WON: self.won,
+            TurnStatus.ENDED: self.ended,
+            TurnStatus.INVALID_FORMAT: self.invalid_format,
+            TurnStatus.NOT_ADMISSIBLE: self.not_admissible,
+            TurnStatus.EXECUTED: self.executed,
+        }[status]
+        return template.format(action=action or "", detail=detail)
+
+
+@dataclass(frozen=True)
+class CommandTool:
+    """A `ToolProtocol` with one tool that takes one text command (`tool(parameter: str)`).
+
+    The texts are fields, so one class serves ALFWorld (`alfworld_step(action)`), the toy
+    environment and user environments. The first user message and every tool message carry a
+    step counter, the observation and, when `include_admissible`, the executable commands
+    (minus `hidden_actions`), one per line.
+    """
+
+    name: str
+    description: str
+    system_prompt: str
+    parameter: str = "action"
+    parameter_description: str = "One command, copied exactly from the available actions."
+    include_admissible: bool = True
+    hidden_actions: frozenset[str] = frozenset({"help"})
+    actions_heading: str = "Available actions (copy one exactly):"
+    status: StatusTexts = field(default_factory=StatusTexts)
+
+    @property
+    def tools(self) -> Sequence[JsonObject]:
+        """The tool's JSON schema (OpenAI function-calling format)."""
+        schema: JsonObject = {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        self.parameter: {
+                            "type": "string",
+                            "description": self.parameter_description,
+                        }
+                    },
+                    "required": [self.parameter],
+                    "additionalProperties": False,
+                },
+            },
+        }
+        return (schema,)
+
+    def initial_messages(
+        self, task: TaskInfo, first_step: EnvStep, max_env_steps: int
+    ) -> list[Message]:
+        """System message and the first user message (task, step 0, observation, actions)."""
+        lines = []
+        description = task.description.strip()
+        if description and description not in first_step.observation:
+            lines.append(f"Task: {description}")
+        lines.append(f"Step 0 of {max_env_steps}.")
+        lines.append(f"Observation:\n{first_step.observation.strip()}")
+        lines.extend(self._actions(first_step))
+        return [
+            Message(role="system", content=self.system_prompt),
+            Message(role="user", content="\n".join(lines)),
+        ]
+
+    def parse(self, assistant_text: str, *, truncated: bool = False) -> ParsedAction:
+        """Parse one call of this tool (XML or JSON form); never raises."""
+        return parse_tool_call(
+            assistant_text, tool_name=self.name, parameter=self.parameter, truncated=truncated
+        )
+
+    def tool_message(self, result: ToolResult) -> Message:
+        """Status line, step counter, observation and (optionally) the available actions."""
+        detail = result.parsed.error.detail if result.parsed.error is not None else ""
+        lines = [self.status.line(result.status, result.parsed.action, detail)]
+        lines.append(f"Step {result.env_steps} of {result.max_env_steps}.")
+        if result.status is not TurnStatus.INVALID_FORMAT:
+            lines.append(f"Observation:\n{result.step.observation.strip()}")
+        if result.status in (TurnStatus.WON, TurnStatus.ENDED):
+            return Message(role="tool", content="\n".join(lines), name=self.name)
+        lines.extend(self._actions(result.step))
+        return Message(role="tool", content="\n".join(lines), name=self.name)
+
+    def call_text(self, action: str, *, style: str = "xml") -> str:
+        """The assistant text that calls this tool with `action` (`style` "xml" or "json")."""
+        if style == "xml":
+            return xml_tool_call(self.name, {self.parameter: action})
+        if style == "json":
+            return json_tool_call(self.name, {self.parameter: action})
+        raise ValueError(f"style must be 'xml' or 'json', got {style!r}")
+
+    def _actions(self, step: EnvStep) -> list[str]:
+        if not self.include_admissible:
+            return []
+        shown = [a for a in step.admissible_actions if a not in self.hidden_actions]
+        return [self.actions_heading, *shown] if shown else []

@@ -156,8 +156,15 @@ class Completion:
     tokens: tuple[int, ...]
     logprobs: tuple[float, ...]
     stop_reason: CompletionStop
+    prefill_tokens: int | None = None
+    """Prompt tokens the sampler actually computed for this completion (not served from a
+    prefix cache), when it reports them; None means unknown and the rollout counts the whole
+    prompt. For a `num_samples=K` request a sampler reports the shared prefill on one
+    completion (the others 0) or splits it."""
 
     def __post_init__(self) -> None:
+        if self.prefill_tokens is not None and self.prefill_tokens < 0:
+            raise ValueError(f"Completion.prefill_tokens must be >= 0, got {self.prefill_tokens}")
         if len(self.tokens) != len(self.logprobs):
             raise ValueError(
                 f"Completion has {len(self.tokens)} tokens but {len(self.logprobs)} logprobs"

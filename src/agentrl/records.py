@@ -1,0 +1,223 @@
+"""Trajectory records: one JSON object per trajectory, for evaluation JSONL and the viewer.
+
+`TrajectoryRecord.from_trajectory(t)` keeps what a person (or a metrics script) needs: the
+conversation as text, per turn the assistant text, parsed action or parse error, status,
+environment feedback and token counts, and per trajectory the termination reason, reward
+and token counts. Token ids are left out unless asked for (`include_tokens=True`). The schema
+is documented in docs/records.md; `schema_version` changes when a field changes meaning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentrl.types import ParseErrorKind, StopReason, Trajectory, TurnStatus
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "MessageRecord",
+    "RecordFileError",
+    "TokenRecord",
+    "TrajectoryRecord",
+    "TurnRecord",
+    "append_records",
+    "read_records",
+]
+
+SCHEMA_VERSION = 1
+
+Scalar = str | int | float | bool
+
+
+class RecordFileError(ValueError):
+    """A records file has a line that is not a valid trajectory record."""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MessageRecord(_Record):
+    """One chat message as text."""
+
+    role: str
+    content: str
+    name: str | None = None
+
+
+class TokenRecord(_Record):
+    """Token counts of a trajectory (see `agentrl.types.TokenCounts`)."""
+
+    prompt: int = Field(description="length of the last prompt sent")
+    completion: int = Field(description="sampled tokens, all turns")
+    prefill: int = Field(description="prompt tokens the sampler computed, all turns")
+    total: int = Field(description="last prompt + last completion")
+
+
+class TurnRecord(_Record):
+    """One assistant turn."""
+
+    index: int
+    assistant_text: str
+    action: str | None = Field(description="the parsed, normalised action; None if invalid")
+    parse_error: ParseErrorKind | None = None
+    parse_detail: str | None = None
+    status: TurnStatus
+    observation: str | None = Field(
+        description="the environment's answer; None when the state was not advanced"
+    )
+    score: float | None = None
+    tool_message: str | None = Field(
+        description="the tool message sent after this turn; None on the last turn"
+    )
+    prompt_tokens: int
+    completion_tokens: int
+    state_key: str | None = None
+    logprobs: list[float] | None = Field(
+        default=None, description="sampler logprob per completion token (include_tokens only)"
+    )
+
+
+class TrajectoryRecord(_Record):
+    """One trajectory, JSON-serialisable (one line of a JSONL file)."""
+
+    schema_version: int = SCHEMA_VERSION
+    group_id: str
+    branch: int
+    task_id: str
+    task_type: str
+    split: str
+    description: str
+    game_path: str | None = None
+    stop_reason: StopReason
+    won: bool
+    truncated: bool
+    reward: float
+    error: str | None = None
+    env_steps: int
+    invalid_actions: int
+    format_errors: int = Field(description="turns whose tool call did not parse")
+    not_admissible: int = Field(description="parsed actions the environment could not run")
+    tokens: TokenRecord
+    messages: list[MessageRecord]
+    turns: list[TurnRecord]
+    full_tokens: list[int] | None = Field(
+        default=None, description="the trajectory's whole token sequence (include_tokens only)"
+    )
+    extra: dict[str, Scalar] = Field(
+        default_factory=dict, description="caller-supplied facts (checkpoint, seed, ...)"
+    )
+
+    @classmethod
+    def from_trajectory(
+        cls,
+        trajectory: Trajectory,
+        *,
+        include_tokens: bool = False,
+        extra: Mapping[str, Scalar] | None = None,
+    ) -> TrajectoryRecord:
+        """The record of `trajectory`; `include_tokens` adds token ids and logprobs."""
+        turns = []
+        for index, turn in enumerate(trajectory.turns):
+            error = turn.parsed.error
+            step = turn.env_step
+            turns.append(
+                TurnRecord(
+                    index=index,
+                    assistant_text=turn.assistant_text,
+                    action=turn.parsed.action,
+                    parse_error=error.kind if error else None,
+                    parse_detail=error.detail if error else None,
+                    status=turn.status,
+                    observation=step.observation if step else None,
+                    score=step.score if step else None,
+                    tool_message=turn.tool_message.content if turn.tool_message else None,
+                    prompt_tokens=len(turn.prompt_tokens),
+                    completion_tokens=len(turn.completion_tokens),
+                    state_key=turn.state_key,
+                    logprobs=list(turn.logprobs) if include_tokens else None,
+                )
+            )
+        statuses = [t.status for t in trajectory.turns]
+        task, tokens = trajectory.task, trajectory.tokens
+        return cls(
+            group_id=trajectory.group_id,
+            branch=trajectory.branch,
+            task_id=task.task_id,
+            task_type=task.task_type,
+            split=task.split,
+            description=task.description,
+            game_path=task.path,
+            stop_reason=trajectory.stop_reason,
+            won=trajectory.won,
+            truncated=trajectory.truncated,
+            reward=trajectory.reward,
+            error=trajectory.error,
+            env_steps=trajectory.env_steps,
+            invalid_actions=trajectory.invalid_actions,
+            format_errors=statuses.count(TurnStatus.INVALID_FORMAT),
+            not_admissible=statuses.count(TurnStatus.NOT_ADMISSIBLE),
+            tokens=TokenRecord(
+                prompt=tokens.prompt,
+                completion=tokens.completion,
+                prefill=tokens.prefill,
+                total=tokens.total,
+            ),
+            messages=[
+                MessageRecord(role=m.role, content=m.content, name=m.name)
+                for m in trajectory.messages
+            ],
+            turns=turns,
+            full_tokens=list(trajectory.full_tokens) if include_tokens else None,
+            extra=dict(extra or {}),
+        )
+
+    def to_json(self) -> str:
+        """One line of JSON."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, line: str) -> TrajectoryRecord:
+        """Parse one JSON line (raises pydantic.ValidationError)."""
+        return cls.model_validate_json(line)
+
+
+def append_records(path: str | os.PathLike[str], records: Iterable[TrajectoryRecord]) -> int:
+    """Append records to a JSONL file, flushed and synced (safe to resume); returns the count."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with target.open("a", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(record.to_json() + "\n")
+            count += 1
+        handle.flush()
+        os.fsync(handle.fileno())
+    return count
+
+
+def read_records(path: str | os.PathLike[str]) -> Iterator[TrajectoryRecord]:
+    """Read a JSONL file of records; a bad line raises RecordFileError naming file and line.
+
+    A final line without a newline (a write cut by a crash) that does not parse is skipped.
+    """
+    source = Path(path)
+    with source.open(encoding="utf-8") as handle:
+        lines = handle.readlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield TrajectoryRecord.from_json(line)
+        except (ValidationError, json.JSONDecodeError) as exc:
+            if number == len(lines) and not line.endswith("\n"):
+                return
+            raise RecordFileError(
+                f"{source}:{number}: not a trajectory record (schema_version "
+                f"{SCHEMA_VERSION}): {exc}"
+            ) from exc
