@@ -59,6 +59,8 @@ async def test_multi_turn_prefills_only_new_tokens(backend, qwen_tokenizer) -> N
     params = SamplingParams(max_tokens=8, seed=3)
     first = await sampler.sample_detailed(prompt, 3, params)
     assert first.prefill_tokens == len(prompt) and first.reused_tokens == 0
+    # The shared prefill is reported on the first completion only, so sums stay exact.
+    assert [c.prefill_tokens for c in first.completions] == [len(prompt), 0, 0]
     tool = qwen_tokenizer.encode("<|im_end|>\n<|im_start|>user\n<tool_response>\nOK\n")
     # Each branch continues concurrently; each turn's prompt extends the previous one.
     prompts = [prompt + list(c.tokens) + tool for c in first.completions]
@@ -68,6 +70,7 @@ async def test_multi_turn_prefills_only_new_tokens(backend, qwen_tokenizer) -> N
         assert result.prefill_tokens == len(tool) + 1
         assert result.reused_tokens == len(p) - len(tool) - 1
         (completion,) = result.completions
+        assert completion.prefill_tokens == len(tool) + 1
         np.testing.assert_allclose(
             completion.logprobs, recomputed(backend, p, completion.tokens), atol=TOLERANCE
         )

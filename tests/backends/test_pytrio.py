@@ -186,6 +186,7 @@ async def test_remote_sampler_through_real_sampling_client(sdk_loop) -> None:
     }
     assert [c.tokens for c in completions] == [(10, 20, 7), (11, 21, 30), (12, 22, 7)]
     assert completions[1].logprobs == (-1.5, -1.0, -0.25)
+    assert [c.prefill_tokens for c in completions] == [3, 0, 0]  # one prompt per request
     assert [c.stop_reason for c in completions] == [
         CompletionStop.STOP,
         CompletionStop.LENGTH,

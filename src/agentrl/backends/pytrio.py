@@ -91,7 +91,11 @@ class RemoteSampler:
         async with self._gate():
             response = await self.sdk.sample(self.client, model_input, num_samples, sdk_params)
         self.prompt_tokens += len(prompt)
-        completions = [completion_from_sequence(seq) for seq in response.sequences]
+        prefill = _billed_prefill(response, len(prompt))
+        completions = [
+            completion_from_sequence(seq, prefill if k == 0 else 0)
+            for k, seq in enumerate(response.sequences)
+        ]
         if len(completions) != num_samples:
             raise ValueError(f"asked the service for {num_samples} samples, got {len(completions)}")
         return completions
@@ -259,6 +263,15 @@ class PyTrioBackend:
             self.sdk.use_local_tokenizer(self.training_client, self.tokenizer)
         self._version += 1
         self._pristine = False
+
+
+def _billed_prefill(response: Any, prompt_length: int) -> int:
+    """Prompt tokens the service computed for one request (shared by its samples)."""
+    hits = getattr(response, "prompt_cache_hit_tokens", None)  # tinker
+    if isinstance(hits, int):
+        return max(prompt_length - hits, 0)
+    billed = getattr(response, "input_tokens", None)  # pytrio usage
+    return billed if isinstance(billed, int) and billed > 0 else prompt_length
 
 
 def _load_tokenizer(tokenizer: Any) -> Any:

@@ -127,7 +127,7 @@ def to_sdk_adam(types: ModuleType, adam: AdamParams) -> Any:
     )
 
 
-def completion_from_sequence(sequence: Any) -> Completion:
+def completion_from_sequence(sequence: Any, prefill_tokens: int | None = None) -> Completion:
     """A `Completion` from an SDK sampled sequence (tokens, logprobs, stop_reason)."""
     tokens = tuple(int(t) for t in sequence.tokens)
     logprobs = sequence.logprobs
@@ -142,4 +142,5 @@ def completion_from_sequence(sequence: Any) -> Completion:
         tokens=tokens,
         logprobs=tuple(float(x) for x in logprobs),
         stop_reason=CompletionStop.LENGTH if cut else CompletionStop.STOP,
+        prefill_tokens=prefill_tokens,
     )

@@ -179,6 +179,7 @@ def generate(
         length += 1
     results: list[GenResult] = []
     for index, _request in enumerate(requests):
+        own = [row for row in rows if row.request == index]
         completions = [
             Completion(
                 tokens=tuple(row.tokens),
@@ -186,9 +187,10 @@ def generate(
                 stop_reason=CompletionStop.STOP
                 if row.tokens[-1] in row.stop
                 else CompletionStop.LENGTH,
+                # The shared prefill is reported once per request (the other samples: 0).
+                prefill_tokens=prefill_counts[index] if k == 0 else 0,
             )
-            for row in rows
-            if row.request == index
+            for k, row in enumerate(own)
         ]
         results.append(GenResult(completions, prefill_counts[index], reused_counts[index]))
     return results
