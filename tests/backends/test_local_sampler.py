@@ -134,3 +134,20 @@ async def test_bad_prompts_are_rejected(backend) -> None:
         await sampler.sample([], 1, SamplingParams())
     with pytest.raises(ValueError, match="outside the model vocabulary"):
         await sampler.sample([1, 10**7], 1, SamplingParams())
+
+
+async def test_forced_completions_score_given_tokens(backend, qwen_tokenizer) -> None:
+    sampler = LocalSampler(backend.engine)
+    prompt = chat_prompt(qwen_tokenizer, "Your task is to: put the key in the bin.")
+    replies = [[*qwen_tokenizer.encode(t), 151645] for t in ("look", "go to shelf 1")]
+    result = await sampler.sample_detailed(prompt, 2, SamplingParams(), forced=replies)
+    assert [list(c.tokens) for c in result.completions] == replies
+    assert [c.stop_reason for c in result.completions] == [CompletionStop.STOP] * 2
+    assert result.prefill_tokens == len(prompt)
+    for reply, completion in zip(replies, result.completions, strict=True):
+        np.testing.assert_allclose(
+            completion.logprobs, recomputed(backend, prompt, tuple(reply)), atol=TOLERANCE
+        )
+    follow = prompt + replies[1] + qwen_tokenizer.encode("\nok\n")
+    again = await sampler.sample_detailed(follow, 1, SamplingParams(max_tokens=2))
+    assert again.prefill_tokens == 1 + len(qwen_tokenizer.encode("\nok\n"))

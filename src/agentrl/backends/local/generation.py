@@ -35,6 +35,15 @@ class GenRequest:
     params: SamplingParams
     seed: int
     """Seed of this request's random generator (from params.seed, or drawn by the sampler)."""
+    forced: tuple[tuple[int, ...], ...] | None = None
+    """Teacher forcing: sample k emits `forced[k]` instead of sampling (logprobs computed)."""
+
+    @property
+    def max_new(self) -> int:
+        """Most tokens this request can generate."""
+        if self.forced is not None:
+            return max(len(f) for f in self.forced)
+        return self.params.max_tokens
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,7 @@ class _Row:
     max_tokens: int
     tokens: list[int]
     logprobs: list[float]
+    forced: tuple[int, ...] | None = None
 
 
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -119,22 +129,26 @@ def generate(
     lengths = [len(r.prompt) for r in requests]
     width = max(lengths)
     for index, request in enumerate(requests):
-        if len(request.prompt) + request.params.max_tokens > engine.max_positions:
+        if request.forced is not None and (
+            len(request.forced) != request.num_samples or not all(request.forced)
+        ):
+            raise ValueError("forced completions: one non-empty token sequence per sample")
+        if len(request.prompt) + request.max_new > engine.max_positions:
             raise ValueError(
                 f"prompt of {len(request.prompt)} tokens + max_tokens "
-                f"{request.params.max_tokens} exceeds the model's {engine.max_positions} positions"
+                f"{request.max_new} exceeds the model's {engine.max_positions} positions"
             )
         logits, kv, reused = _prefill(engine, cache, request.prompt)
         prefill_counts.append(len(request.prompt) - reused)
         reused_counts.append(reused)
         prefilled.append((kv, request.num_samples))
         stop = frozenset(request.params.stop_tokens or engine.default_stop_tokens)
-        for _ in range(request.num_samples):
-            rows.append(
-                _Row(index, width - lengths[index], stop, request.params.max_tokens, [], [])
-            )
+        for k in range(request.num_samples):
+            forced = request.forced[k] if request.forced is not None else None
+            limit = len(forced) if forced is not None else request.max_new
+            rows.append(_Row(index, width - lengths[index], stop, limit, [], [], forced))
             first_logits.append(logits)
-    longest = max(r.params.max_tokens for r in requests)
+    longest = max(r.max_new for r in requests)
     model_cache = kv_to_cache(_left_pad(prefilled, width), reserve=longest)
     del prefilled
     logits = torch.stack(first_logits)
@@ -145,8 +159,14 @@ def generate(
         next_tokens = torch.empty(len(active), dtype=torch.long, device=device)
         for index, request in enumerate(requests):
             sel = [i for i, r in enumerate(active) if rows[r].request == index]
-            if sel:
-                idx = torch.tensor(sel, device=device)
+            if not sel:
+                continue
+            idx = torch.tensor(sel, device=device)
+            if request.forced is not None:
+                chosen = [rows[active[i]] for i in sel]
+                teacher = [row.forced[len(row.tokens)] for row in chosen if row.forced]
+                next_tokens[idx] = torch.tensor(teacher, device=device)
+            else:
                 next_tokens[idx] = _sample(logits[idx], request.params, gens[index])
         token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, next_tokens[:, None])[:, 0]
         tokens_list = next_tokens.tolist()
@@ -156,7 +176,8 @@ def generate(
             row = rows[row_id]
             row.tokens.append(tokens_list[pos])
             row.logprobs.append(logprob_list[pos])
-            if tokens_list[pos] in row.stop or len(row.tokens) >= row.max_tokens:
+            stopped = row.forced is None and tokens_list[pos] in row.stop
+            if stopped or len(row.tokens) >= row.max_tokens:
                 request = requests[row.request]
                 row_kv = [
                     (k[pos : pos + 1, :, row.pad :].clone(), v[pos : pos + 1, :, row.pad :].clone())

@@ -195,9 +195,9 @@ def cache_kwarg(model: Any) -> str:
 
 
 def _growing_layer_class() -> Any:
-    transformers = require("transformers", "local")
+    base: Any = require("transformers.cache_utils", "local").DynamicLayer
 
-    class GrowingLayer(transformers.cache_utils.DynamicLayer):  # type: ignore[misc]
+    class GrowingLayer(base):  # type: ignore[misc,valid-type]
         """A KV layer with preallocated room: appending a token writes in place (no copy)."""
 
         def __init__(self, keys: torch.Tensor, values: torch.Tensor, reserve: int) -> None:

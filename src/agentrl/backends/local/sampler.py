@@ -96,9 +96,19 @@ class LocalSampler:
         return (await self.sample_detailed(prompt_tokens, num_samples, params)).completions
 
     async def sample_detailed(
-        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
+        self,
+        prompt_tokens: Sequence[int],
+        num_samples: int,
+        params: SamplingParams,
+        *,
+        forced: Sequence[Sequence[int]] | None = None,
     ) -> GenResult:
-        """Like `sample`, also returning how many prompt tokens were prefilled / reused."""
+        """Like `sample`, also returning how many prompt tokens were prefilled / reused.
+
+        `forced` (one token sequence per sample) replaces sampling by teacher forcing: each
+        completion is exactly its sequence, with logprobs under the model, at the cost a
+        sampled one would have had; benchmarks replay scripted episodes this way.
+        """
         prompt = tuple(int(t) for t in prompt_tokens)
         if not prompt:
             raise ValueError("prompt_tokens is empty; a prompt needs at least one token")
@@ -112,7 +122,9 @@ class LocalSampler:
             )
         seed = params.seed if params.seed is not None else self._rng.getrandbits(63)
         loop = asyncio.get_running_loop()
-        pending = _Pending(GenRequest(prompt, num_samples, params, seed), loop.create_future())
+        fixed = None if forced is None else tuple(tuple(int(t) for t in f) for f in forced)
+        request = GenRequest(prompt, num_samples, params, seed, fixed)
+        pending = _Pending(request, loop.create_future())
         self._pending.append(pending)
         if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
             self._worker = loop.create_task(self._drain())
