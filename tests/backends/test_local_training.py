@@ -202,3 +202,33 @@ async def test_bad_datums_are_rejected(qwen_tokenizer, tmp_path) -> None:
         await backend.forward_backward([bad], LossName.PPO, LossConfig())
     with pytest.raises(ValueError, match="no datums"):
         await backend.forward_backward([], LossName.PPO, LossConfig())
+
+
+async def test_from_pretrained_loads_a_local_model(qwen_tokenizer, tmp_path) -> None:
+    from agentrl.backends.local.model import qwen3_config, random_causal_lm, select_device
+
+    config = qwen3_config("tiny", vocab_size=len(qwen_tokenizer), num_hidden_layers=1)
+    model = random_causal_lm(config, seed=3, device=select_device("cpu"))
+    model.save_pretrained(tmp_path / "model")
+    qwen_tokenizer.save_pretrained(tmp_path / "model")
+    probe = qwen_tokenizer.encode("You arrive at shelf 1.")
+    with torch.no_grad():
+        expected = torch.log_softmax(model(torch.tensor([probe])).logits[0, :-1], -1)
+        expected = expected.gather(-1, torch.tensor(probe[1:])[:, None])[:, 0]
+    backend = LocalBackend.from_pretrained(tmp_path / "model", device="cpu")
+    assert len(backend.tokenizer) == len(qwen_tokenizer)
+    assert backend.engine.default_stop_tokens == (qwen_tokenizer.eos_token_id,)
+    torch.testing.assert_close(backend.engine.sequence_logprobs(probe), expected)
+    with pytest.raises(FileNotFoundError, match="cannot load a causal LM"):
+        LocalBackend.from_pretrained(tmp_path / "missing", device="cpu")
+
+
+def test_device_selection() -> None:
+    from agentrl.backends.local.model import default_dtype, select_device
+
+    assert select_device("cpu").type == "cpu"
+    assert default_dtype(select_device("cpu")) is torch.float32
+    if not torch.cuda.is_available():
+        assert select_device("auto").type == "cpu"
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            select_device("cuda")

@@ -134,11 +134,14 @@ def qwen3_config(size: SizeName, vocab_size: int, **overrides: Any) -> Any:
 def random_causal_lm(
     config: Any, *, seed: int, device: torch.device, dtype: torch.dtype | None = None
 ) -> Any:
-    """A randomly initialised causal LM for `config` (deterministic given `seed`)."""
+    """A randomly initialised causal LM for `config`, built on `device` (deterministic per seed)."""
     transformers = require("transformers", "local")
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(config)
-    return model.to(device=device, dtype=dtype or default_dtype(device)).eval()
+    with torch.device(device):  # allocate (and initialise) where it will run
+        model = transformers.AutoModelForCausalLM.from_config(
+            config, dtype=dtype or default_dtype(device)
+        )
+    return model.eval()
 
 
 def load_causal_lm(
