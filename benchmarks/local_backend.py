@@ -200,7 +200,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-batch-rows", type=int, default=64)
     parser.add_argument("--train-repeats", type=int, default=2)
     parser.add_argument("--micro-batch-tokens", type=int, default=8192)
-    parser.add_argument("--kv-cache-gib", type=float, default=4.0)
+    parser.add_argument(
+        "--kv-cache-gib", type=float, default=None, help="default: see LocalSampler"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default=None, help="write the results as JSON here")
     args = parser.parse_args()

@@ -151,3 +151,23 @@ async def test_forced_completions_score_given_tokens(backend, qwen_tokenizer) ->
     follow = prompt + replies[1] + qwen_tokenizer.encode("\nok\n")
     again = await sampler.sample_detailed(follow, 1, SamplingParams(max_tokens=2))
     assert again.prefill_tokens == 1 + len(qwen_tokenizer.encode("\nok\n"))
+
+
+async def test_concurrent_requests_share_batches_within_limits(backend, qwen_tokenizer) -> None:
+    prompts = [chat_prompt(qwen_tokenizer, f"task {i}") for i in range(3)]
+    params = SamplingParams(max_tokens=3, seed=0)
+    one_request = 2 * (len(prompts[0]) + 3)  # rows x (prompt + max_tokens)
+    room_for_one_request = 1.5 * one_request * backend.engine.kv_bytes_per_token() / 2**30
+    results = {}
+    for name, sampler in {
+        "together": LocalSampler(backend.engine),
+        "row limit": LocalSampler(backend.engine, max_batch_rows=2),
+        "memory limit": LocalSampler(backend.engine, batch_kv_gib=room_for_one_request),
+    }.items():
+        outs = await asyncio.gather(*(sampler.sample(p, 2, params) for p in prompts))
+        results[name] = ([c.tokens for out in outs for c in out], sampler.stats.batches)
+    assert results["together"][1] == 1
+    assert results["row limit"][1] == 3  # 2 rows per request, 2 rows per batch
+    assert results["memory limit"][1] == 3
+    # Seeded requests give the same tokens however they were batched.
+    assert results["together"][0] == results["row limit"][0] == results["memory limit"][0]

@@ -55,7 +55,7 @@ class LocalBackend:
         seed: int = 0,
         micro_batch_tokens: int = 8192,
         normalisation: Normalisation = "tokens",
-        kv_cache_gib: float = 2.0,
+        kv_cache_gib: float | None = None,
         max_batch_rows: int = 64,
     ) -> None:
         """Wrap `model` (a transformers causal LM) with fresh LoRA adapters."""

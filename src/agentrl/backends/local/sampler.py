@@ -47,6 +47,14 @@ class _Pending:
     future: asyncio.Future[GenResult]
 
 
+def _default_gib(engine: ModelEngine, gib: float | None) -> float:
+    if gib is not None:
+        return gib
+    if engine.device.type == "cuda":
+        return torch.cuda.get_device_properties(engine.device).total_memory / 4 / 2**30
+    return 2.0
+
+
 class LocalSampler:
     """Samples from a `ModelEngine` with per-trajectory KV-cache reuse and request batching."""
 
@@ -55,20 +63,26 @@ class LocalSampler:
         engine: ModelEngine,
         *,
         kv_cache_tokens: int | None = None,
-        kv_cache_gib: float = 2.0,
+        kv_cache_gib: float | None = None,
         max_batch_rows: int = 64,
+        batch_kv_gib: float | None = None,
         batch_window_s: float = 0.002,
         seed: int = 0,
         reuse_kv: bool = True,
     ) -> None:
+        """Memory budgets default to 2 GiB each on CPU and a quarter of the GPU each on CUDA:
+        `kv_cache_gib` for the keys/values kept between turns, `batch_kv_gib` for one decoding
+        batch (rows x (prompt + max_tokens) tokens; larger batches are split)."""
         self.engine = engine
+        per_token = engine.kv_bytes_per_token()
         budget = (
             kv_cache_tokens
             if kv_cache_tokens is not None
-            else int(kv_cache_gib * 2**30 // engine.kv_bytes_per_token())
+            else int(_default_gib(engine, kv_cache_gib) * 2**30 // per_token)
         )
         self.cache = PrefixKVCache(budget if reuse_kv else 0)
         self.max_batch_rows = max_batch_rows
+        self.max_batch_tokens = int(_default_gib(engine, batch_kv_gib) * 2**30 // per_token)
         self.batch_window_s = batch_window_s
         self._rng = random.Random(seed)
         self._pending: list[_Pending] = []
@@ -134,15 +148,22 @@ class LocalSampler:
         while self._pending:
             await asyncio.sleep(self.batch_window_s)
             batch: list[_Pending] = []
-            rows = 0
-            while self._pending and (
-                not batch or rows + self._pending[0].request.num_samples <= self.max_batch_rows
-            ):
+            rows = tokens = 0
+            while self._pending:
+                request = self._pending[0].request
+                cost = request.num_samples * (len(request.prompt) + request.max_new)
+                full = (
+                    rows + request.num_samples > self.max_batch_rows
+                    or tokens + cost > self.max_batch_tokens
+                )
+                if batch and full:
+                    break
                 item = self._pending.pop(0)
                 if item.future.done():  # the caller was cancelled
                     continue
                 batch.append(item)
-                rows += item.request.num_samples
+                rows += request.num_samples
+                tokens += cost
             if not batch:
                 continue
             try:
