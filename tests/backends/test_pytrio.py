@@ -409,3 +409,37 @@ async def test_live_round_trip(datum_factory) -> None:
     await backend.optim_step(AdamParams(learning_rate=1e-6))
     ref = await backend.save("agentrl-live-test")
     assert ref.state_path and ref.sampler_path
+
+
+async def test_limits_come_from_the_service_capabilities() -> None:
+    from pytrio.types import (
+        GetServerCapabilitiesResponse,
+        ModelOperationCapabilities,
+        SupportedModel,
+    )
+
+    from agentrl.backends.pytrio_sdk import PyTrioSdk
+
+    def caps(seq: int, per_request: int, batch: int) -> ModelOperationCapabilities:
+        return ModelOperationCapabilities(
+            available=True,
+            max_batch_size=batch,
+            max_tokens_per_request=per_request,
+            max_seq_len=seq,
+        )
+
+    class Service:
+        async def get_server_capabilities_async(self) -> GetServerCapabilitiesResponse:
+            model = SupportedModel(
+                model_name="Qwen/Qwen3.5-4B",
+                max_context_length=32768,
+                training=caps(16384, 65536, 32),
+                sampling=caps(32768, 1 << 20, 64),
+            )
+            return GetServerCapabilitiesResponse(supported_models=[model])
+
+    limits = await PyTrioSdk().limits(Service(), "Qwen/Qwen3.5-4B")
+    assert limits == RemoteLimits(16384, 65536, 32768, 32)
+    assert limits.max_datum_tokens == 16384
+    with pytest.raises(ValueError, match="not offered by the service"):
+        await PyTrioSdk().limits(Service(), "Qwen/Unknown")

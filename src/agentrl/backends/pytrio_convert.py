@@ -42,6 +42,8 @@ class RemoteLimits:
     """Most tokens in one training request (the SDK splits batches; one datum must fit)."""
     max_sample_len: int | None = None
     """Longest prompt + completion for sampling."""
+    max_batch_size: int | None = None
+    """Most datums per training request (the SDK splits larger batches itself)."""
 
     @property
     def max_datum_tokens(self) -> int | None:

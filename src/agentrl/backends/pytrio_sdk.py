@@ -111,6 +111,7 @@ class PyTrioSdk:
                     max_seq_len=model.training.max_seq_len or model.max_context_length,
                     max_tokens_per_request=model.training.max_tokens_per_request,
                     max_sample_len=model.sampling.max_seq_len or model.max_context_length,
+                    max_batch_size=model.training.max_batch_size,
                 )
         names = [m.model_name for m in caps.supported_models]
         raise ValueError(f"base model {base_model!r} is not offered by the service; try {names}")
