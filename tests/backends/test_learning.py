@@ -115,7 +115,7 @@ SINGLE_STEP = Setup(
     env_steps=1, sft_steps=25, updates=12, games_per_update=8, group_size=8, rl_learning_rate=4e-3
 )
 MULTI_TURN = Setup(
-    env_steps=4, sft_steps=20, updates=10, games_per_update=4, group_size=8, rl_learning_rate=3e-3
+    env_steps=4, sft_steps=25, updates=14, games_per_update=4, group_size=8, rl_learning_rate=3e-3
 )
 
 
