@@ -1,0 +1,90 @@
+"""The SDK dialects: credentials, limits, and tinker's types accepting our datums."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytrio")
+
+from agentrl.backends.base import LossName
+from agentrl.backends.pytrio import MissingApiKeyError, PyTrioBackend
+from agentrl.backends.pytrio_convert import RemoteLimits, to_sdk_datum
+
+VOCAB = 1000
+
+
+# -- credentials -----------------------------------------------------------------------------
+
+
+async def test_missing_pytrio_api_key_is_a_clear_error(monkeypatch) -> None:
+    from pytrio.config import config as pytrio_config
+
+    monkeypatch.delenv("PYTRIO_API_KEY", raising=False)
+    monkeypatch.setattr(pytrio_config.auth_state, "api_key", "")
+    with pytest.raises(MissingApiKeyError, match=r"PYTRIO_API_KEY.*trio login"):
+        await PyTrioBackend.create("Qwen/Qwen3-0.6B")
+
+
+async def test_missing_tinker_api_key_is_a_clear_error(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("tinker")
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    with pytest.raises(MissingApiKeyError, match="TINKER_API_KEY"):
+        await PyTrioBackend.create("Qwen/Qwen3-0.6B", sdk="tinker")
+
+
+def test_rank_outside_service_range_is_rejected() -> None:
+    with pytest.raises(ValueError, match=r"\[4, 64\]"):
+        asyncio.run(PyTrioBackend.create("Qwen/Qwen3-0.6B", rank=2))
+
+
+# -- tinker: same adapter, its own types -----------------------------------------------------
+
+
+def test_tinker_types_accept_our_datums(datum_factory) -> None:
+    tinker = pytest.importorskip("tinker")
+    datum = datum_factory(seed=5, vocab=VOCAB)
+    sdk_datum = to_sdk_datum(tinker.types, datum, LossName.PPO)
+    assert sdk_datum.model_input.to_ints() == datum.model_input.tolist()
+    assert set(sdk_datum.loss_fn_inputs) == {"target_tokens", "logprobs", "advantages"}
+    np.testing.assert_array_equal(
+        sdk_datum.loss_fn_inputs["advantages"].to_numpy(), datum.advantages
+    )
+
+
+async def test_limits_come_from_the_service_capabilities() -> None:
+    from pytrio.types import (
+        GetServerCapabilitiesResponse,
+        ModelOperationCapabilities,
+        SupportedModel,
+    )
+
+    from agentrl.backends.pytrio_sdk import PyTrioSdk
+
+    def caps(seq: int, per_request: int, batch: int) -> ModelOperationCapabilities:
+        return ModelOperationCapabilities(
+            available=True,
+            max_batch_size=batch,
+            max_tokens_per_request=per_request,
+            max_seq_len=seq,
+        )
+
+    class Service:
+        async def get_server_capabilities_async(self) -> GetServerCapabilitiesResponse:
+            model = SupportedModel(
+                model_name="Qwen/Qwen3.5-4B",
+                max_context_length=32768,
+                training=caps(16384, 65536, 32),
+                sampling=caps(32768, 1 << 20, 64),
+            )
+            return GetServerCapabilitiesResponse(supported_models=[model])
+
+    limits = await PyTrioSdk().limits(Service(), "Qwen/Qwen3.5-4B")
+    assert limits == RemoteLimits(16384, 65536, 32768, 32)
+    assert limits.max_datum_tokens == 16384
+    with pytest.raises(ValueError, match="not offered by the service"):
+        await PyTrioSdk().limits(Service(), "Qwen/Unknown")
