@@ -1,0 +1,1 @@
+"""ALFWorld plug-in: text household games (TextWorld/PDDL)."""
