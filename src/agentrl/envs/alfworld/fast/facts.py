@@ -36,14 +36,17 @@ def _sort_key(prop: Any) -> tuple[tuple[str, str], ...]:
 class FactState:
     """A set of facts (TextWorld `Proposition`s) answering conjunctive queries."""
 
-    __slots__ = ("_owned", "_sets", "_sorted", "_subtypes", "_texts", "types")
+    __slots__ = ("_index", "_owned", "_plans", "_sets", "_sorted", "_subtypes", "_texts", "types")
 
-    def __init__(self, types: Any, subtypes_cache: dict[tuple[str, tuple[str, ...]], Any]) -> None:
+    def __init__(self, types: Any) -> None:
         self.types = types
-        self._subtypes = subtypes_cache
+        # shared by every copy: they only depend on the type hierarchy and the queries
+        self._subtypes: dict[tuple[str, tuple[str, ...]], tuple[SigKey, ...]] = {}
+        self._plans: dict[tuple[int, frozenset[Any]], Any] = {}
         self._sets: dict[SigKey, set[Any]] = {}
         self._sorted: dict[SigKey, tuple[Any, ...]] = {}
         self._texts: dict[SigKey, tuple[str, ...]] = {}
+        self._index: dict[SigKey, dict[tuple[int, ...], dict[tuple[Any, ...], list[Any]]]] = {}
         self._owned: set[SigKey] = set()
 
     def copy(self) -> FactState:
@@ -51,9 +54,11 @@ class FactState:
         other = FactState.__new__(FactState)
         other.types = self.types
         other._subtypes = self._subtypes
+        other._plans = self._plans
         other._sets = dict(self._sets)
         other._sorted = dict(self._sorted)
         other._texts = dict(self._texts)
+        other._index = dict(self._index)
         other._owned = set()
         self._owned = set()  # the groups are shared now: both sides copy before writing
         return other
@@ -83,8 +88,7 @@ class FactState:
         group = self._writable(key)
         if prop not in group:
             group.add(prop)
-            self._sorted.pop(key, None)
-            self._texts.pop(key, None)
+            self._changed(key)
 
     def add_facts(self, props: Iterable[Any]) -> None:
         """Add several facts."""
@@ -98,8 +102,12 @@ class FactState:
         if group is None or prop not in group:
             return
         self._writable(key).discard(prop)
+        self._changed(key)
+
+    def _changed(self, key: SigKey) -> None:
         self._sorted.pop(key, None)
         self._texts.pop(key, None)
+        self._index.pop(key, None)
 
     def _writable(self, key: SigKey) -> set[Any]:
         group = self._sets.get(key)
@@ -123,6 +131,20 @@ class FactState:
             self._sorted[key] = facts
         return facts
 
+    def _matching(self, key: SigKey, positions: tuple[int, ...], values: tuple[Any, ...]) -> Any:
+        """The facts of group `key` (sorted) whose arguments at `positions` are `values`."""
+        by_positions = self._index.get(key)
+        if by_positions is None:
+            by_positions = self._index[key] = {}
+        table = by_positions.get(positions)
+        if table is None:
+            table = {}
+            for prop in self._sorted_facts(key):
+                args = prop.arguments
+                table.setdefault(tuple(args[i] for i in positions), []).append(prop)
+            by_positions[positions] = table
+        return table.get(values, ())
+
     def _signatures(self, pred: Any) -> Any:
         sig = (pred.name, tuple(ph.type for ph in pred.parameters))
         keys = self._subtypes.get(sig)
@@ -135,14 +157,30 @@ class FactState:
             self._subtypes[sig] = keys
         return keys
 
-    def all_assignments(self, rule: Any, mapping: dict[Any, Any]) -> list[dict[Any, Any]]:
-        """Every extension of `mapping` that makes all of `rule`'s preconditions facts."""
+    def all_assignments(
+        self, rule: Any, mapping: dict[Any, Any], limit: int | None = None
+    ) -> list[dict[Any, Any]]:
+        """Every extension of `mapping` that makes all of `rule`'s preconditions facts (the
+        first `limit` ones when given)."""
         preconditions = rule.preconditions
         bound = dict(mapping)
         used = set(bound.values())
-        seen = set(bound)
+        new_by_depth, fixed_by_depth = self._plan(rule, bound)
+        results: list[dict[Any, Any]] = []
+        self._search(preconditions, 0, bound, used, new_by_depth, fixed_by_depth, results, limit)
+        return results
+
+    def _plan(
+        self, rule: Any, mapping: dict[Any, Any]
+    ) -> tuple[list[list[Any]], list[tuple[int, ...]]]:
+        """Per precondition: the placeholders it binds first, the argument positions bound."""
+        cache_key = (id(rule), frozenset(mapping))
+        cached = self._plans.get(cache_key)
+        if cached is not None and cached[0] is rule:
+            return cached[1], cached[2]
+        seen = set(mapping)
         new_by_depth = []
-        for pred in preconditions:
+        for pred in rule.preconditions:
             new = []
             for ph in pred.parameters:
                 if ph not in seen:
@@ -151,9 +189,12 @@ class FactState:
             new_by_depth.append(new)
         if any(ph not in seen for ph in rule.placeholders):
             raise NotImplementedError("queries with unconstrained placeholders are not supported")
-        results: list[dict[Any, Any]] = []
-        self._search(preconditions, 0, bound, used, new_by_depth, results)
-        return results
+        fixed_by_depth = [
+            tuple(i for i, ph in enumerate(pred.parameters) if ph not in new)
+            for pred, new in zip(rule.preconditions, new_by_depth, strict=True)
+        ]
+        self._plans[cache_key] = (rule, new_by_depth, fixed_by_depth)
+        return new_by_depth, fixed_by_depth
 
     def _search(
         self,
@@ -162,16 +203,22 @@ class FactState:
         bound: dict[Any, Any],
         used: set[Any],
         new_by_depth: list[list[Any]],
+        fixed_by_depth: list[tuple[int, ...]],
         results: list[dict[Any, Any]],
-    ) -> None:
+        limit: int | None,
+    ) -> bool:
+        """Extend `results`; True once `limit` results are found."""
         if depth >= len(preconditions):
             results.append(dict(bound))
-            return
+            return limit is not None and len(results) >= limit
         pred = preconditions[depth]
         params = pred.parameters
         new = new_by_depth[depth]
+        fixed = fixed_by_depth[depth]
+        values = tuple(bound[params[i]] for i in fixed)
         for key in self._signatures(pred):
-            for prop in self._sorted_facts(key):
+            candidates = self._matching(key, fixed, values) if fixed else self._sorted_facts(key)
+            for prop in candidates:
                 ok = True
                 for ph, var in zip(params, prop.arguments, strict=False):
                     existing = bound.get(ph)
@@ -184,12 +231,23 @@ class FactState:
                     elif existing != var:
                         ok = False
                         break
-                if ok:
-                    self._search(preconditions, depth + 1, bound, used, new_by_depth, results)
+                done = ok and self._search(
+                    preconditions,
+                    depth + 1,
+                    bound,
+                    used,
+                    new_by_depth,
+                    fixed_by_depth,
+                    results,
+                    limit,
+                )
                 for ph in new:
                     var = bound.pop(ph, None)
                     used.discard(var)
+                if done:
+                    return True
+        return False
 
     def any_assignment(self, rule: Any, mapping: dict[Any, Any]) -> bool:
         """Whether `rule`'s preconditions can all be met (a rule condition)."""
-        return bool(self.all_assignments(rule, mapping))
+        return bool(self.all_assignments(rule, mapping, limit=1))

@@ -91,8 +91,6 @@ class OpInfo:
     variables: dict[str, Any]
     template: tuple[Node, ...]
     feedback: tuple[Node, ...]
-    command: str | None
-    """The command text when the template reads only facts no action changes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +160,9 @@ class FastGame:
         self.deriver = Deriver(self.grammar, cache, self.entity_infos)
         self._ops: dict[str, OpInfo] = {}
         self._static_texts: list[str] | None = None
+        self._plans: dict[str, tuple[bool, tuple[int, ...] | None]] = {}
+        self._command_of: dict[str, str] = {}
+        self._command_by_key: dict[tuple[str, ...] | str, str] = {}
         self._effects: dict[int, tuple[tuple[Any, SigKey, Any, SigKey], ...]] = {}
         empty = Context({}, {})
         self.intro = self.deriver.derive(cache.symbols("#intro#"), self.initial_facts, empty)
@@ -264,13 +265,7 @@ class FastGame:
         if info is None:
             parts = name.split()
             action_name, arguments = parts[0], parts[1:]
-            try:
-                action = self.grammar.actions[action_name]
-                params = self._params[action_name]
-            except KeyError as exc:
-                raise GameLoadError(
-                    f"{self.gamefile}: the grammar has no action for operator {name!r}"
-                ) from exc
+            action, params = self._action(action_name, name)
             ph, var = self._logic.Placeholder, self._logic.Variable
             mapping = {
                 ph(p, t): var(arg, t) for (p, t), arg in zip(params, arguments, strict=False)
@@ -278,19 +273,58 @@ class FastGame:
             variables = {p.name: self.entity_infos[v.name] for p, v in mapping.items()}
             template = self._cache.symbols(action.template)
             feedback = self._cache.symbols(action.feedback_rule)
-            static = not (self.grammar.dependencies(template) & self.fluent)
-            info = OpInfo(action, mapping, variables, template, feedback, None)
-            if static:
-                info.command = self._derive_command(info, self.initial_facts)
-            self._ops[name] = info
+            info = self._ops[name] = OpInfo(action, mapping, variables, template, feedback)
         return info
 
     def command(self, name: str, facts: FactState) -> str:
-        """The command text of operator `name` in the state `facts`."""
-        info = self.op_info(name)
-        if info.command is not None:
-            return info.command
-        return self._derive_command(info, facts)
+        """The command text of operator `name` in the state `facts`.
+
+        A template that reads only facts no action changes gives the same text in every state:
+        it is derived once per distinct value of the arguments it reads (`go to {r}` reads the
+        receptacle and its location, not where the agent comes from) and remembered.
+        """
+        text = self._command_of.get(name)
+        if text is not None:
+            return text
+        parts = name.split()
+        static, relevant = self._template_plan(parts[0], name)
+        if not static:
+            return self._derive_command(self.op_info(name), facts)
+        arguments = parts[1:]
+        key = (parts[0], *(arguments[i] for i in relevant)) if relevant is not None else name
+        text = self._command_by_key.get(key)
+        if text is None:
+            text = self._derive_command(self.op_info(name), self.initial_facts)
+            self._command_by_key[key] = text
+        self._command_of[name] = text
+        return text
+
+    def _action(self, action_name: str, op_name: str) -> tuple[ActionText, list[tuple[str, str]]]:
+        try:
+            return self.grammar.actions[action_name], self._params[action_name]
+        except KeyError as exc:
+            raise GameLoadError(
+                f"{self.gamefile}: the grammar has no action for operator {op_name!r}"
+            ) from exc
+
+    def _template_plan(self, action_name: str, op_name: str) -> tuple[bool, tuple[int, ...] | None]:
+        """(the template reads no fluent fact, the argument positions its text depends on)."""
+        plan = self._plans.get(action_name)
+        if plan is None:
+            action, params = self._action(action_name, op_name)
+            reads = self.grammar.reads(self._cache.symbols(action.template))
+            static = not (reads.predicates & self.fluent)
+            relevant: tuple[int, ...] | None = None
+            # A query placeholder the arguments do not bind would be matched against every
+            # variable not used by the arguments: then every argument matters.
+            if reads.placeholders <= set(params):
+                relevant = tuple(
+                    i
+                    for i, (p, t) in enumerate(params)
+                    if p in reads.names or (p, t) in reads.placeholders
+                )
+            plan = self._plans[action_name] = (static, relevant)
+        return plan
 
     def feedback(self, name: str, facts: FactState) -> str:
         """The feedback text after operator `name` was applied (facts: the new state)."""
@@ -313,7 +347,7 @@ class FastGame:
         translate_mod = self._fd.translate
         prop_cls, var = self._logic.Proposition, self._logic.Variable
         n2t = self.name2type
-        facts = FactState(self.types, {})
+        facts = FactState(self.types)
         for atom in task.init:
             if isinstance(atom, translate_mod.pddl.conditions.Atom):
                 if atom.predicate == "=":

@@ -32,6 +32,7 @@ __all__ = [
     "Node",
     "Nonterminal",
     "ProductionRule",
+    "Reads",
     "Terminal",
 ]
 
@@ -60,6 +61,8 @@ class EvalNode:
 
     source: str
     code: CodeType
+    names: frozenset[str]
+    """The names the expression reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +123,19 @@ class CompiledGrammar:
         self.actions = dict(actions)
         self.rules = dict(rules)
         self._cache = cache
-        self._deps: dict[str, frozenset[str]] = {}
 
-    def dependencies(self, nodes: Iterable[Node]) -> frozenset[str]:
-        """Predicate names any derivation of `nodes` may query (conditions and givens)."""
-        found: set[str] = set()
+    def reads(self, nodes: Iterable[Node]) -> Reads:
+        """What any derivation of `nodes` may read (through every rule it may expand)."""
+        predicates: set[str] = set()
+        names: set[str] = set()
+        placeholders: set[tuple[str, str]] = set()
         seen: set[str] = set()
         todo = list(nodes)
+
+        def query(expression: str) -> None:
+            predicates.update(self._cache.predicates(expression))
+            placeholders.update(self._cache.placeholders(expression))
+
         while todo:
             node = todo.pop()
             if isinstance(node, Nonterminal):
@@ -135,18 +144,30 @@ class CompiledGrammar:
                 seen.add(node.name)
                 for rule in self.rules.get(node.name, ()):
                     if rule.condition:
-                        found |= self._cache.predicates(rule.condition)
+                        query(rule.condition)
                     todo.extend(rule.rhs)
             elif isinstance(node, Conditional):
                 if node.given:
-                    found |= self._cache.predicates(node.given)
+                    query(node.given)
                 todo.append(node.expression)
             elif isinstance(node, ListNode):
                 todo.append(node.inner)
                 todo.extend(
                     Nonterminal(n) for n in ("list_empty", "list_separator", "list_last_separator")
                 )
-        return frozenset(found)
+            elif isinstance(node, EvalNode):
+                names.update(node.names)
+        return Reads(frozenset(predicates), frozenset(names), frozenset(placeholders))
+
+
+@dataclass(frozen=True, slots=True)
+class Reads:
+    """What a derivation may read: query predicates, expression names, query placeholders."""
+
+    predicates: frozenset[str]
+    names: frozenset[str]
+    placeholders: frozenset[tuple[str, str]]
+    """(name, type) of every placeholder a query or condition mentions."""
 
 
 class GrammarCache:
@@ -182,6 +203,13 @@ class GrammarCache:
                 rule = self._logic.Rule.parse_conjunctive_query(expression)
                 self._queries[expression] = rule
         return rule
+
+    def placeholders(self, expression: str) -> frozenset[tuple[str, str]]:
+        """(name, type) of the placeholders a query expression mentions."""
+        rule = self.query(expression)
+        return frozenset(
+            (ph.name, ph.type) for pred in rule.preconditions for ph in pred.parameters
+        )
 
     def predicates(self, expression: str) -> frozenset[str]:
         """Names of the predicates a query expression mentions."""
@@ -255,4 +283,4 @@ def _compile_expression(source: str, where: str) -> EvalNode:
             f"grammar expression {source!r} in {where!r} uses {bad}, which only stock TextWorld "
             "evaluates; use engine='textworld' for this game"
         )
-    return EvalNode(source, compile(tree, "<alfworld grammar>", "eval"))
+    return EvalNode(source, compile(tree, "<alfworld grammar>", "eval"), frozenset(names))
