@@ -13,23 +13,6 @@ import json
 import random
 from pathlib import Path
 
-import pytest
-
-_REPO = Path(__file__).resolve().parents[4]
-
-
-def _official_root() -> Path:
-    # `../shared/alfworld` next to the repository; a git worktree one level deeper finds the
-    # same folder further up.
-    for parent in _REPO.parents:
-        candidate = parent / "shared" / "alfworld" / "json_2.1.1"
-        if candidate.is_dir():
-            return candidate
-    return _REPO.parent / "shared" / "alfworld" / "json_2.1.1"
-
-
-OFFICIAL = _official_root()
-
 _RECEPTACLES = {
     # id: (type, location, openable)
     "CounterTop_bar_1": ("CounterTopType", "loc_counter", False),
@@ -117,12 +100,10 @@ def write_tiny_game(folder: Path) -> Path:
     return path
 
 
-def official_games(count: int, seed: int, max_bytes: int | None = None) -> list[str]:
-    """`count` official games chosen with `seed`, optionally only small ones (`max_bytes`);
-    skips the test when the data is absent."""
-    games = sorted(str(p) for p in OFFICIAL.glob("*/*/*/game.tw-pddl"))
-    if not games:
-        pytest.skip(f"official ALFWorld games not found under {OFFICIAL}")
+def official_games(root: Path, count: int, seed: int, max_bytes: int | None = None) -> list[str]:
+    """`count` official games under `root` (`../shared/alfworld`) chosen with `seed`,
+    optionally only small ones (`max_bytes`)."""
+    games = sorted(str(p) for p in (root / "json_2.1.1").glob("*/*/*/game.tw-pddl"))
     if max_bytes is not None:
         games = [g for g in games if Path(g).stat().st_size <= max_bytes]
     return random.Random(seed).sample(games, min(count, len(games)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,11 +35,23 @@ def test_tiny_game_is_identical_in_lockstep(tiny_game: str, engine: FastAlfworld
     assert result.wins >= 1  # the planner's actions reach the goal, so won/score/done are compared
 
 
-def test_official_games_are_identical_in_lockstep(engine: FastAlfworldEngine) -> None:
+def test_official_games_are_identical_in_lockstep(
+    official_alfworld_root: Path, engine: FastAlfworldEngine
+) -> None:
     # small games keep the default suite fast; the slow suite plays many games of every size
-    for index, game in enumerate(official_games(3, seed=11, max_bytes=70_000)):
+    games = official_games(official_alfworld_root, 3, seed=11, max_bytes=70_000)
+    for index, game in enumerate(games):
         result = lockstep.run(game, steps=20, seed=index, engine=engine, mix=MIX)
         assert result.identical, (game, result.mismatches[:3])
+
+
+def test_generated_games_are_identical_in_lockstep(
+    alfworld_games: Any, engine: FastAlfworldEngine
+) -> None:
+    games = sorted(alfworld_games.games, key=lambda g: g.path.stat().st_size)[:2]
+    for index, game in enumerate(games):
+        result = lockstep.run(str(game.path), steps=25, seed=index, engine=engine, mix=MIX)
+        assert result.identical, (game.path, result.mismatches[:3])
 
 
 def test_branches_of_one_game_are_independent(tiny_game: str, engine: FastAlfworldEngine) -> None:

@@ -10,13 +10,13 @@ from agentrl.envs.alfworld.fast.branch import NOTHING_HAPPENS, FastBranch
 from agentrl.envs.alfworld.fast.engine import FastAlfworldEngine
 from agentrl.envs.alfworld.fast.game import FastGame, GameLoadError
 from agentrl.envs.alfworld.fast.grammar import GrammarError
-from agentrl.envs.alfworld.fast.records import EngineBranch, EngineStep, facts_state_key
+from agentrl.envs.alfworld.fast.records import Branch, BranchStep, facts_state_key
 from agentrl.envs.alfworld.fast.reference import TextWorldBranch
 
 __all__ = [
     "NOTHING_HAPPENS",
-    "EngineBranch",
-    "EngineStep",
+    "Branch",
+    "BranchStep",
     "FastAlfworldEngine",
     "FastBranch",
     "FastGame",

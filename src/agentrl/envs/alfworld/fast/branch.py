@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentrl.envs.alfworld.fast.facts import FactState
 from agentrl.envs.alfworld.fast.game import FastGame, Valid
-from agentrl.envs.alfworld.fast.records import EngineStep
+from agentrl.envs.alfworld.fast.records import BranchStep
 
 __all__ = ["NOTHING_HAPPENS", "FastBranch"]
 
@@ -28,14 +28,14 @@ class FastBranch:
             raise RuntimeError("this ALFWorld branch is closed")
         return self._game
 
-    def reset(self) -> EngineStep:
+    def reset(self) -> BranchStep:
         """Return to the game's initial state."""
         game = self.game
         self._sid = game.initial_sid
         self._facts = game.initial_facts.copy()
         self._valid = game.initial_valid
         self.moves = 0
-        return EngineStep(
+        return BranchStep(
             observation=game.intro,
             score=0.0,
             done=False,
@@ -45,7 +45,7 @@ class FastBranch:
             state_key=game.state_key(self._facts),
         )
 
-    def step(self, command: str) -> EngineStep:
+    def step(self, command: str) -> BranchStep:
         """Execute `command` (stripped); an inadmissible command changes nothing."""
         game = self.game
         command = command.strip()
@@ -64,7 +64,7 @@ class FastBranch:
         else:
             observation = NOTHING_HAPPENS
         won = valid.won
-        return EngineStep(
+        return BranchStep(
             observation=observation,
             score=1.0 if won else 0.0,
             done=won,

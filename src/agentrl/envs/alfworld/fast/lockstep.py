@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 
 from agentrl.envs.alfworld.fast.branch import FastBranch
 from agentrl.envs.alfworld.fast.engine import FastAlfworldEngine
-from agentrl.envs.alfworld.fast.records import EngineStep
+from agentrl.envs.alfworld.fast.records import BranchStep
 from agentrl.envs.alfworld.fast.reference import TextWorldBranch
 
 __all__ = [
@@ -92,7 +92,7 @@ def invalid_command(rng: random.Random, admissible: tuple[str, ...]) -> str:
 
 
 def choose_action(
-    rng: random.Random, step: EngineStep, mix: ActionMix, planner: Callable[[], list[str]]
+    rng: random.Random, step: BranchStep, mix: ActionMix, planner: Callable[[], list[str]]
 ) -> str:
     """One action: invalid, the planner's next command, or a random admissible command."""
     draw = rng.random()
@@ -108,9 +108,9 @@ def choose_action(
     return command
 
 
-def _differences(step: int, command: str | None, a: EngineStep, b: EngineStep) -> list[Mismatch]:
+def _differences(step: int, command: str | None, a: BranchStep, b: BranchStep) -> list[Mismatch]:
     out = []
-    for field in fields(EngineStep):
+    for field in fields(BranchStep):
         left, right = getattr(a, field.name), getattr(b, field.name)
         if left != right:
             out.append(Mismatch(step, command, field.name, repr(left), repr(right)))

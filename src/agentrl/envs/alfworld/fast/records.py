@@ -7,23 +7,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentrl.envs.alfworld.engine import IGNORED_PREDICATES, state_key
+
 __all__ = [
     "IGNORED_PREDICATES",
-    "EngineBranch",
-    "EngineStep",
+    "Branch",
+    "BranchStep",
     "fact_text",
     "facts_state_key",
     "keep_for_key",
     "key_of_sorted",
 ]
 
-IGNORED_PREDICATES = frozenset({"checked", "examined"})
-"""Bookkeeping predicates (set by look / examine / open) that no precondition, goal or text rule
-reads; state keys leave them out so that looking around does not create new states."""
+facts_state_key = state_key
+"""The EnvGroup's state key (`agentrl.envs.alfworld.engine.state_key`) of fact texts."""
 
 
 @dataclass(frozen=True)
-class EngineStep:
+class BranchStep:
     """One observation of one branch, in the terms of TextWorld's `PddlEnv` + ALFWorld wrappers."""
 
     observation: str
@@ -41,20 +42,21 @@ class EngineStep:
     """The game file, as ALFWorld's `AlfredInfos` reports it in `extra.gamefile`: after a
     reset only (None after a step)."""
     state_key: str = ""
-    """`facts_state_key` of the state's facts."""
+    """`agentrl.envs.alfworld.engine.state_key` of the state's facts (bookkeeping facts such as
+    `checked` left out)."""
     executed: bool = True
     """Whether the command matched an admissible command and changed the state (True after a
     reset)."""
 
 
-class EngineBranch(Protocol):
+class Branch(Protocol):
     """One independent playthrough of one game (an engine's unit of state)."""
 
-    def reset(self) -> EngineStep:
+    def reset(self) -> BranchStep:
         """Return to the initial state."""
         ...
 
-    def step(self, command: str) -> EngineStep:
+    def step(self, command: str) -> BranchStep:
         """Execute one text command."""
         ...
 
@@ -77,13 +79,6 @@ def keep_for_key(text: str) -> bool:
     return text.split("(", 1)[0] not in IGNORED_PREDICATES and not text.startswith("new-axiom@")
 
 
-def facts_state_key(texts: Iterable[str]) -> str:
-    """Order-free hash of a state given as fact texts: 16 hex digits of the SHA-1 of the sorted,
-    de-duplicated texts joined by newlines, bookkeeping facts (`IGNORED_PREDICATES`,
-    `new-axiom@...`) left out. Equal fact sets give equal keys in every process."""
-    return key_of_sorted(sorted({text for text in texts if keep_for_key(text)}))
-
-
 def key_of_sorted(texts: Iterable[str]) -> str:
-    """The state key of already filtered, sorted, unique fact texts."""
+    """`state_key` of fact texts already filtered (`keep_for_key`), sorted and unique."""
     return hashlib.sha1("\n".join(texts).encode()).hexdigest()[:16]

@@ -6,16 +6,18 @@ extras=["gamefile"]), wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])`; 
 environment is `GenericEnvironment(infos)` wrapped by those wrappers and a final `Filter`
 (`textworld.gym.envs.textworld_batch._make_env`). `TextWorldBranch` builds exactly that chain
 for one game (with fresh wrapper instances: a shared instance would re-wrap) and reports it as
-`EngineStep` records.
+`BranchStep` records.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from agentrl._optional import require
-from agentrl.envs.alfworld.fast.records import EngineStep, fact_text, facts_state_key
+from agentrl.envs.alfworld.compat import apply_textworld_compat
+from agentrl.envs.alfworld.fast.records import BranchStep, fact_text, facts_state_key
 
 __all__ = ["TextWorldBranch", "official_text_env"]
 
@@ -23,7 +25,13 @@ _PURPOSE = "the stock ALFWorld engine"
 
 
 def official_text_env() -> Any:
-    """An unloaded TextWorld environment wrapped like ALFWorld's official text environment."""
+    """An unloaded TextWorld environment wrapped like ALFWorld's official text environment.
+
+    On CPython 3.13+ TextWorld's grammar evaluation needs `apply_textworld_compat` (same texts);
+    on earlier versions it runs unpatched, exactly as ALFWorld runs it.
+    """
+    if sys.version_info >= (3, 13):
+        apply_textworld_compat()
     textworld = require("textworld", "alfworld", _PURPOSE)
     wrappers = require("textworld.envs.wrappers", "alfworld", _PURPOSE)
     alfred = require("alfworld.agents.environment.alfred_tw_env", "alfworld", _PURPOSE)
@@ -43,11 +51,11 @@ class TextWorldBranch:
         self._env.load(self.gamefile)
         self._admissible: tuple[str, ...] = ()
 
-    def reset(self) -> EngineStep:
+    def reset(self) -> BranchStep:
         """Reset the stock environment (it re-translates the PDDL problem)."""
         observation, infos = self._env.reset()
         self._admissible = tuple(infos["admissible_commands"])
-        return EngineStep(
+        return BranchStep(
             observation=observation,
             score=0.0,
             done=False,
@@ -57,12 +65,12 @@ class TextWorldBranch:
             state_key=self.state_key(),
         )
 
-    def step(self, command: str) -> EngineStep:
+    def step(self, command: str) -> BranchStep:
         """One stock step."""
         executed = command.strip() in self._admissible
         observation, score, done, infos = self._env.step(command)
         self._admissible = tuple(infos["admissible_commands"])
-        return EngineStep(
+        return BranchStep(
             observation=observation,
             score=float(score),
             done=bool(done),
