@@ -127,7 +127,7 @@ def test_game_is_loaded_once_and_reloaded_when_changed(tmp_path: Path, tiny_game
     assert "a warm apple" in engine.branch(path).reset().observation
 
 
-def test_bad_game_files_name_the_file(tmp_path: Path) -> None:
+def test_bad_game_files_name_the_file(tmp_path: Path, tiny_game: str) -> None:
     engine = FastAlfworldEngine()
     missing = tmp_path / "missing.tw-pddl"
     with pytest.raises(FileNotFoundError, match=r"missing\.tw-pddl"):
@@ -140,6 +140,12 @@ def test_bad_game_files_name_the_file(tmp_path: Path) -> None:
     partial.write_text(json.dumps({"pddl_domain": "", "grammar": ""}))
     with pytest.raises(GameLoadError, match="pddl_problem"):
         engine.branch(partial)
+    bad_pddl = tmp_path / "bad_pddl.tw-pddl"
+    data = json.loads(Path(tiny_game).read_text())
+    data["pddl_problem"] = data["pddl_problem"].replace("(:init", "(:init (unknownPredicate x)")
+    bad_pddl.write_text(json.dumps(data))
+    with pytest.raises(GameLoadError, match=r"bad_pddl\.tw-pddl"):
+        engine.branch(bad_pddl)
 
 
 def test_closed_branch_refuses_to_play(tiny_game: str, engine: FastAlfworldEngine) -> None:

@@ -8,7 +8,8 @@ engine built as ALFWorld's official text environment builds it.
 
 from agentrl.envs.alfworld.fast.branch import NOTHING_HAPPENS, FastBranch
 from agentrl.envs.alfworld.fast.engine import FastAlfworldEngine
-from agentrl.envs.alfworld.fast.game import FastGame, GameLoadError
+from agentrl.envs.alfworld.fast.fd import GameLoadError
+from agentrl.envs.alfworld.fast.game import FastGame
 from agentrl.envs.alfworld.fast.grammar import GrammarError
 from agentrl.envs.alfworld.fast.records import Branch, BranchStep, facts_state_key
 from agentrl.envs.alfworld.fast.reference import TextWorldBranch

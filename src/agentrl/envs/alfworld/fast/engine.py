@@ -8,7 +8,8 @@ from collections import OrderedDict
 from pathlib import Path
 
 from agentrl.envs.alfworld.fast.branch import FastBranch
-from agentrl.envs.alfworld.fast.game import FastGame, LibPool
+from agentrl.envs.alfworld.fast.fd import LibPool
+from agentrl.envs.alfworld.fast.game import FastGame
 from agentrl.envs.alfworld.fast.grammar import GrammarCache
 
 __all__ = ["FastAlfworldEngine"]

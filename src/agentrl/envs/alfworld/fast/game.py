@@ -10,76 +10,21 @@ the initial observation, facts and admissible commands once for all branches and
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import sys
 import threading
 import weakref
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from agentrl._optional import require
 from agentrl.envs.alfworld.fast.derive import Context, Deriver
 from agentrl.envs.alfworld.fast.facts import FactState, SigKey, signature_key
-from agentrl.envs.alfworld.fast.grammar import ActionText, GrammarCache, Node
+from agentrl.envs.alfworld.fast.fd import GameLoadError, LibPool, read_game, translate
+from agentrl.envs.alfworld.fast.grammar import ActionText, GrammarCache, GrammarError, Node
 from agentrl.envs.alfworld.fast.records import key_of_sorted
 
-__all__ = ["FastGame", "GameLoadError", "LibPool", "OpInfo", "Valid", "translate"]
+__all__ = ["FastGame", "OpInfo", "Valid"]
 
 _PURPOSE = "the ALFWorld engine"
-# fast-downward's translator keeps its options in module globals and swaps sys.stdout while it
-# runs: one translation at a time in this process, whichever engine asks for it.
-_TRANSLATE_LOCK = threading.Lock()
-
-
-class GameLoadError(ValueError):
-    """A game file is missing, unreadable or lacks a field."""
-
-
-def translate(domain: str, problem: str, *, optimize: bool) -> tuple[Any, str]:
-    """Translate PDDL to SAS with fast-downward, as TextWorld's `PddlState` does."""
-    fd = require("fast_downward", "alfworld", _PURPOSE)
-    with _TRANSLATE_LOCK:
-        argv = list(sys.argv)
-        try:
-            task, sas = fd.pddl2sas(domain, problem, verbose=False, optimize=optimize)
-        finally:
-            sys.argv[:] = argv
-    return task, str(sas)
-
-
-class LibPool:
-    """Loaded copies of fast-downward's library, reused across games (each holds one task)."""
-
-    def __init__(self, max_idle: int = 4) -> None:
-        self._fd = require("fast_downward", "alfworld", _PURPOSE)
-        self._idle: list[Any] = []
-        self._max_idle = max_idle
-        self._lock = threading.Lock()
-
-    def acquire(self) -> Any:
-        """An idle library, or a freshly loaded copy."""
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return self._fd.load_lib()
-
-    def release(self, lib: Any) -> None:
-        """Give a library back (its task is freed)."""
-        lib.cleanup()
-        with self._lock:
-            if len(self._idle) < self._max_idle:
-                self._idle.append(lib)
-                return
-        self._fd.close_lib(lib)
-
-    def close(self) -> None:
-        """Unload every idle library."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for lib in idle:
-            self._fd.close_lib(lib)
 
 
 @dataclass(slots=True)
@@ -107,23 +52,6 @@ class Valid:
     won: bool
 
 
-def read_game(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The JSON of a `.tw-pddl` file, with a clear error for a bad file."""
-    file = Path(path)
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise GameLoadError(f"game file not found: {file}") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise GameLoadError(f"cannot read game file {file}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise GameLoadError(f"game file {file} does not hold a JSON object")
-    for key in ("pddl_domain", "pddl_problem", "grammar"):
-        if not isinstance(data.get(key), str):
-            raise GameLoadError(f"game file {file} lacks the text field '{key}'")
-    return data
-
-
 class FastGame:
     """A loaded game shared by all its branches (thread-safe)."""
 
@@ -141,7 +69,25 @@ class FastGame:
         self._sas_replan: str | None = None
         self._replan_loaded = False
 
-        task, sas = translate(self._domain, self._problem, optimize=False)
+        try:
+            task, sas = translate(self._domain, self._problem, optimize=False)
+        except (Exception, SystemExit) as exc:  # the translator exits on a malformed problem
+            raise GameLoadError(
+                f"{gamefile}: fast-downward could not translate the PDDL domain and problem: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        try:
+            self._load(task, sas, pool)
+        except (GameLoadError, GrammarError):
+            raise
+        except Exception as exc:
+            raise GameLoadError(
+                f"{gamefile}: the game's PDDL problem, facts or grammar do not fit together "
+                f"({type(exc).__name__}: {exc}); does it load with engine='textworld'?"
+            ) from exc
+
+    def _load(self, task: Any, sas: str, pool: LibPool) -> None:
+        """Load the SAS task into a library and compute what every branch starts from."""
         self.lib: Any = pool.acquire()
         # The library goes back to the pool when the game is closed or garbage-collected.
         self._finalizer = weakref.finalize(self, pool.release, self.lib)
@@ -157,7 +103,7 @@ class FastGame:
         self.initial_facts = self._initial_facts(task)
         self.entity_infos = self._entity_infos()
         self.name_map = {k: info.name for k, info in self.entity_infos.items()}
-        self.deriver = Deriver(self.grammar, cache, self.entity_infos)
+        self.deriver = Deriver(self.grammar, self._cache, self.entity_infos)
         self._ops: dict[str, OpInfo] = {}
         self._static_texts: list[str] | None = None
         self._plans: dict[str, tuple[bool, tuple[int, ...] | None]] = {}
@@ -165,7 +111,7 @@ class FastGame:
         self._command_by_key: dict[tuple[str, ...] | str, str] = {}
         self._effects: dict[int, tuple[tuple[Any, SigKey, Any, SigKey], ...]] = {}
         empty = Context({}, {})
-        self.intro = self.deriver.derive(cache.symbols("#intro#"), self.initial_facts, empty)
+        self.intro = self.deriver.derive(self._cache.symbols("#intro#"), self.initial_facts, empty)
         self.initial_valid = self.valid(self.initial_sid, self.initial_facts)
 
     # -- fast-downward state ------------------------------------------------------------
