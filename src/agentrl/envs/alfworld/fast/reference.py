@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 from agentrl._optional import require
@@ -50,10 +51,16 @@ class TextWorldBranch:
         self._env: Any = official_text_env()
         self._env.load(self.gamefile)
         self._admissible: tuple[str, ...] = ()
+        self.last_step_seconds = 0.0
+        """Time the stock environment itself took for the last step (not the state key)."""
+        self.last_reset_seconds = 0.0
+        """Time the stock environment itself took for the last reset (not the state key)."""
 
     def reset(self) -> BranchStep:
         """Reset the stock environment (it re-translates the PDDL problem)."""
+        started = time.perf_counter()
         observation, infos = self._env.reset()
+        self.last_reset_seconds = time.perf_counter() - started
         self._admissible = tuple(infos["admissible_commands"])
         return BranchStep(
             observation=observation,
@@ -68,7 +75,9 @@ class TextWorldBranch:
     def step(self, command: str) -> BranchStep:
         """One stock step."""
         executed = command.strip() in self._admissible
+        started = time.perf_counter()
         observation, score, done, infos = self._env.step(command)
+        self.last_step_seconds = time.perf_counter() - started
         self._admissible = tuple(infos["admissible_commands"])
         return BranchStep(
             observation=observation,
