@@ -7,7 +7,7 @@ For each of N games (any folder holding `game.tw-pddl` files, e.g. ALFWorld's `j
    with TextWorld) vs one fast K-branch group loaded (cold: the game is not cached) and reset;
    the two engines alternate which goes first;
 2. S steps in lockstep: one stock and one fast branch get the same commands (random admissible,
-   invalid, and the planner's next command), each step timed separately and every output
+   one in ten invalid, optionally the planner's), each step timed separately and every output
    compared (observation, admissible commands, score, done, won, state key). Objects loaded
 before the steps are frozen out of the garbage collector's reach (`gc.freeze`), so neither
 engine's steps pay for collecting the other's heap.

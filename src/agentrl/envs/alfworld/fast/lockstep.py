@@ -22,6 +22,7 @@ __all__ = [
     "ActionMix",
     "LockstepResult",
     "Mismatch",
+    "PlanFollower",
     "choose_action",
     "invalid_command",
     "play",
@@ -93,17 +94,47 @@ def invalid_command(rng: random.Random, admissible: tuple[str, ...]) -> str:
     return f"examine {rng.choice(['ghost', 'apple', 'cabinet 0'])}"
 
 
+class PlanFollower:
+    """The planner's next command, replanning only when the state left the current plan.
+
+    fast-downward's search can take seconds (up to minutes on large games), so a plan is kept
+    while the agent follows it: it is reused as long as the state is the one its next step
+    starts from (same state key).
+    """
+
+    def __init__(self, planner: Callable[[], list[str]]) -> None:
+        self._planner = planner
+        self._plan: list[str] = []
+        self._key: str | None = None
+        self._issued: str | None = None
+
+    def next(self, step: BranchStep) -> str | None:
+        """The next planned command from the state of `step` (None: no plan)."""
+        if step.state_key != self._key or not self._plan:
+            self._plan = self._planner()
+            self._key = step.state_key
+        self._issued = self._plan[0] if self._plan else None
+        return self._issued
+
+    def observe(self, command: str, step: BranchStep) -> None:
+        """Record what the last command did (advances the plan when it was followed)."""
+        if self._issued is not None and command == self._issued and step.executed:
+            self._plan.pop(0)
+            self._key = step.state_key
+        self._issued = None
+
+
 def choose_action(
-    rng: random.Random, step: BranchStep, mix: ActionMix, planner: Callable[[], list[str]]
+    rng: random.Random, step: BranchStep, mix: ActionMix, planner: PlanFollower
 ) -> str:
     """One action: invalid, the planner's next command, or a random admissible command."""
     draw = rng.random()
     if draw < mix.invalid:
         return invalid_command(rng, step.admissible_commands)
     if draw < mix.invalid + mix.planner:
-        plan = planner()
-        if plan:
-            return plan[0]
+        planned = planner.next(step)
+        if planned is not None:
+            return planned
     command = rng.choice(step.admissible_commands)
     if rng.random() < 0.05:
         command = f"  {command} "  # surrounding spaces are stripped by both engines
@@ -152,6 +183,7 @@ def play(
     mix = mix or ActionMix()
     current = stock.reset()
     mismatches = _differences(0, None, current, fast.reset())
+    follower = PlanFollower(stock.plan)
     commands: list[str] = []
     stock_times: list[float] = []
     fast_times: list[float] = []
@@ -161,9 +193,10 @@ def play(
             stock_plan, fast_plan = stock.plan(), fast.plan()
             if stock_plan != fast_plan:
                 mismatches.append(Mismatch(index, None, "plan", repr(stock_plan), repr(fast_plan)))
-        command = choose_action(rng, current, mix, stock.plan)
+        command = choose_action(rng, current, mix, follower)
         commands.append(command)
         current = stock.step(command)
+        follower.observe(command, current)
         started = time.perf_counter()
         other = fast.step(command)
         fast_times.append(time.perf_counter() - started)
