@@ -39,7 +39,8 @@ class FastAlfworldEngine:
             stat = Path(path).stat()
         except OSError as exc:
             raise FileNotFoundError(f"ALFWorld game file not found: {path}") from exc
-        key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+        # keyed by the path as given: a reset reports it back as `gamefile`, as TextWorld does
+        key = (path, stat.st_size, stat.st_mtime_ns)
         with self._lock:
             cached = self._games.get(key)
             if cached is not None:
