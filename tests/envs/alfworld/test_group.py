@@ -169,7 +169,8 @@ async def test_dead_worker_gives_env_error(fault_task: TaskInfo, how: str) -> No
 
 async def test_killing_a_textworld_worker_mid_episode(alfworld_games) -> None:
     task = _small_game(alfworld_games)
-    group = AlfworldEnvGroup(task, 2)
+    # the stock engine: its steps are slow enough for the kill to land mid-step
+    group = AlfworldEnvGroup(task, 2, AlfworldEnvOptions(engine="textworld"))
     try:
         first = await group.reset()
         pid = group.worker_pid

@@ -42,8 +42,9 @@ class AlfworldEnvOptions:
     """Seconds one branch's step may take before the worker is killed."""
     load_timeout: float = 180.0
     """Seconds loading (or resetting) one branch may take."""
-    engine: str = "textworld"
-    """Which engine plays the game (see `agentrl.envs.alfworld.engine.ENGINES`)."""
+    engine: str = "fast"
+    """Which engine plays the game: "fast" (default) or "textworld" (the stock reference; see
+    `agentrl.envs.alfworld.engine.ENGINES`). Both give byte-identical steps."""
 
     def __post_init__(self) -> None:
         if self.max_steps is not None and self.max_steps < 1:
