@@ -36,7 +36,14 @@ def translate(domain: str, problem: str, *, optimize: bool) -> tuple[Any, str]:
 
 
 class LibPool:
-    """Loaded copies of fast-downward's library, reused across games (each holds one task)."""
+    """Loaded copies of fast-downward's library, reused across games (each holds one task).
+
+    Copies are never unloaded: `dlclose` of one copy followed by `dlopen` of another crashed
+    the process (segmentation fault) once a few dozen games had been loaded and freed, so a
+    released copy stays loaded and idle for the next game. The number of copies is thus the
+    peak number of games alive at once (a worker process holds one). `max_idle` is kept for
+    compatibility and ignored.
+    """
 
     def __init__(self, max_idle: int = 4) -> None:
         self._fd = require("fast_downward", "alfworld", _PURPOSE)
@@ -52,20 +59,15 @@ class LibPool:
         return self._fd.load_lib()
 
     def release(self, lib: Any) -> None:
-        """Give a library back (its task is freed)."""
+        """Give a library back (its task is freed; the copy stays loaded for reuse)."""
         lib.cleanup()
         with self._lock:
-            if len(self._idle) < self._max_idle:
-                self._idle.append(lib)
-                return
-        self._fd.close_lib(lib)
+            self._idle.append(lib)
 
     def close(self) -> None:
-        """Unload every idle library."""
+        """Forget idle copies (they stay mapped: unloading them is what crashed)."""
         with self._lock:
-            idle, self._idle = self._idle, []
-        for lib in idle:
-            self._fd.close_lib(lib)
+            self._idle = []
 
 
 def read_game(path: str | os.PathLike[str]) -> dict[str, Any]:
