@@ -62,6 +62,7 @@ def uniform_command_policy(seed: int) -> Callable[[str], str]:
         actions = re.findall(r"^([a-z][^\n<]*)", block, flags=re.MULTILINE) if heading else []
         if not actions:
             raise ValueError("no action list found in the prompt")
-        return rng.choice(actions)
+        choice: str = rng.choice(actions)
+        return choice
 
     return policy
