@@ -58,15 +58,16 @@ def table(results: dict[str, ToyLearningResult], seconds: dict[str, float]) -> s
     """Markdown table of held-out results before / after training."""
     lines = [
         "| estimator | reward before | reward after | success before | success after "
-        "| invalid/turn after | degenerate groups | seconds |",
-        "|---|---|---|---|---|---|---|---|",
+        "| invalid/turn after | mean training reward | degenerate groups | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         degenerate = sum(h.degenerate_groups for h in r.history)
+        curve = sum(h.reward for h in r.history) / max(len(r.history), 1)
         lines.append(
             f"| {name} | {r.before.reward:+.3f} | {r.after.reward:+.3f} | "
             f"{r.before.success:.1%} | {r.after.success:.1%} | {r.after.invalid_per_turn:.2f} | "
-            f"{degenerate} | {seconds[name]:.0f} |"
+            f"{curve:+.3f} | {degenerate} | {seconds[name]:.0f} |"
         )
     return "\n".join(lines)
 
