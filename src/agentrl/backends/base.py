@@ -63,6 +63,9 @@ class LossName(StrEnum):
 
     PPO = "ppo"
     IMPORTANCE_SAMPLING = "importance_sampling"
+    CROSS_ENTROPY = "cross_entropy"
+    """Supervised negative log-likelihood of the masked (assistant) tokens; for warm starts.
+    `logprobs` and `advantages` are ignored."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,245 @@
+"""`LocalBackend`: the `TrainingBackend` over a local torch model with LoRA adapters."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentrl._optional import require
+from agentrl.backends.base import (
+    AdamParams,
+    CheckpointRef,
+    ForwardBackwardResult,
+    LossConfig,
+    LossName,
+)
+from agentrl.backends.local.engine import ModelEngine
+from agentrl.backends.local.model import (
+    LoraSpec,
+    apply_lora,
+    load_causal_lm,
+    qwen3_config,
+    random_causal_lm,
+    select_device,
+)
+from agentrl.backends.local.sampler import LocalSampler
+from agentrl.backends.local.training import Normalisation, run_forward_backward
+from agentrl.datums import Datum
+
+__all__ = ["LocalBackend"]
+
+STATE_DIR = "state"
+SAMPLER_DIR = "sampler"
+OPTIMIZER_FILE = "optimizer.pt"
+META_FILE = "agentrl_state.json"
+
+
+class LocalBackend:
+    """LoRA training and sampling on one local device (CPU or CUDA)."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        lora: LoraSpec | None = None,
+        device: str | torch.device | None = "auto",
+        checkpoint_dir: str | Path = "checkpoints",
+        tokenizer: Any = None,
+        seed: int = 0,
+        micro_batch_tokens: int = 8192,
+        normalisation: Normalisation = "tokens",
+        kv_cache_gib: float = 2.0,
+        max_batch_rows: int = 64,
+    ) -> None:
+        """Wrap `model` (a transformers causal LM) with fresh LoRA adapters."""
+        self.device = select_device(device)
+        self.lora = lora or LoraSpec()
+        self.tokenizer = tokenizer
+        self.checkpoint_dir = Path(checkpoint_dir)
+        self.micro_batch_tokens = micro_batch_tokens
+        self.normalisation: Normalisation = normalisation
+        model = model.to(self.device)
+        peft_model = apply_lora(model, self.lora, seed=seed)
+        eos = _eos_ids(tokenizer, model)
+        self.engine = ModelEngine(peft_model.eval(), device=self.device, default_stop_tokens=eos)
+        self._sampler = LocalSampler(
+            self.engine, kv_cache_gib=kv_cache_gib, max_batch_rows=max_batch_rows, seed=seed
+        )
+        self._optimizer: torch.optim.AdamW | None = None
+        self.steps = 0
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | Path, *, device: str | torch.device | None = "auto", **kwargs: Any
+    ) -> LocalBackend:
+        """Load a model (and its tokenizer, when present) from a local path or the HF cache."""
+        resolved = select_device(device)
+        model = load_causal_lm(path, device=resolved)
+        tokenizer = kwargs.pop("tokenizer", None)
+        if tokenizer is None:
+            transformers = require("transformers", "local")
+            try:
+                tokenizer = transformers.AutoTokenizer.from_pretrained(
+                    str(path), local_files_only=True
+                )
+            except OSError:
+                tokenizer = None
+        return cls(model, device=resolved, tokenizer=tokenizer, **kwargs)
+
+    @classmethod
+    def tiny(
+        cls,
+        tokenizer: Any = None,
+        *,
+        seed: int = 0,
+        size: str = "tiny",
+        device: str | torch.device | None = "cpu",
+        lora: LoraSpec | None = None,
+        **kwargs: Any,
+    ) -> LocalBackend:
+        """A random-initialised Qwen3-architecture model over the project's test tokenizer."""
+        if tokenizer is None:
+            tokenizer_module = require("agentrl.tokenizer", "local", "the test tokenizer")
+            tokenizer = tokenizer_module.build_qwen_tokenizer()
+        resolved = select_device(device)
+        config = qwen3_config(size, vocab_size=len(tokenizer))  # type: ignore[arg-type]
+        model = random_causal_lm(config, seed=seed, device=resolved)
+        return cls(model, device=resolved, tokenizer=tokenizer, seed=seed, lora=lora, **kwargs)
+
+    # -- TrainingBackend -------------------------------------------------------------------
+
+    async def sampler(self) -> LocalSampler:
+        """The sampler of the live weights (its KV cache is dropped when they change)."""
+        return self._sampler
+
+    async def forward_backward(
+        self, datums: Sequence[Datum], loss: LossName, config: LossConfig
+    ) -> ForwardBackwardResult:
+        """Accumulate gradients of `loss` over `datums` (micro-batched by token budget)."""
+        return await asyncio.to_thread(self._forward_backward, list(datums), loss, config)
+
+    def _forward_backward(
+        self, datums: list[Datum], loss: LossName, config: LossConfig
+    ) -> ForwardBackwardResult:
+        with self.engine.lock:
+            return run_forward_backward(
+                self.engine,
+                datums,
+                LossName(loss),
+                config,
+                micro_batch_tokens=self.micro_batch_tokens,
+                normalisation=self.normalisation,
+            )
+
+    async def optim_step(self, adam: AdamParams) -> Mapping[str, float]:
+        """One AdamW step on the LoRA parameters; gradients are then zeroed."""
+        return await asyncio.to_thread(self._optim_step, adam)
+
+    def _optim_step(self, adam: AdamParams) -> dict[str, float]:
+        with self.engine.lock:
+            optimizer = self._ensure_optimizer(adam)
+            params = self.trainable_parameters()
+            if adam.grad_clip_norm > 0:
+                norm = torch.nn.utils.clip_grad_norm_(params, adam.grad_clip_norm)
+            else:
+                grads = [p.grad.norm() for p in params if p.grad is not None]
+                norm = torch.linalg.vector_norm(torch.stack(grads)) if grads else torch.zeros(())
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            self.steps += 1
+            self.engine.bump_version()
+            return {"grad_norm": float(norm), "learning_rate": adam.learning_rate}
+
+    def _ensure_optimizer(self, adam: AdamParams) -> torch.optim.AdamW:
+        if self._optimizer is None:
+            self._optimizer = torch.optim.AdamW(self.trainable_parameters(), lr=adam.learning_rate)
+        for group in self._optimizer.param_groups:
+            group.update(
+                lr=adam.learning_rate,
+                betas=(adam.beta1, adam.beta2),
+                eps=adam.eps,
+                weight_decay=adam.weight_decay,
+            )
+        return self._optimizer
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """The LoRA parameters, in a stable order."""
+        return [p for _, p in sorted(self.engine.model.named_parameters()) if p.requires_grad]
+
+    async def save(self, name: str) -> CheckpointRef:
+        """Save adapter + optimizer (`state/`) and adapter only (`sampler/`) under `name`."""
+        return await asyncio.to_thread(self._save, name)
+
+    def _save(self, name: str) -> CheckpointRef:
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"checkpoint name {name!r} must be a plain directory name")
+        final = self.checkpoint_dir / name
+        tmp = self.checkpoint_dir / f".{name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        with self.engine.lock:
+            for sub in (SAMPLER_DIR, STATE_DIR):
+                # The base embeddings are frozen: never copy them into the adapter files.
+                self.engine.model.save_pretrained(str(tmp / sub), save_embedding_layers=False)
+            if self._optimizer is not None:
+                torch.save(self._optimizer.state_dict(), tmp / STATE_DIR / OPTIMIZER_FILE)
+            meta = {"steps": self.steps, "lora": self.lora.modules(), "rank": self.lora.rank}
+            (tmp / STATE_DIR / META_FILE).write_text(json.dumps(meta, indent=2))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        return CheckpointRef(
+            name=name,
+            state_path=str(final / STATE_DIR),
+            sampler_path=str(final / SAMPLER_DIR),
+        )
+
+    async def load(self, ref: CheckpointRef) -> None:
+        """Restore adapter weights and optimizer state saved by `save`."""
+        await asyncio.to_thread(self._load, Path(ref.state_path), True)
+
+    async def load_sampler_weights(self, path: str | Path) -> None:
+        """Load adapter weights only (a `sampler_path`), e.g. to evaluate a checkpoint."""
+        await asyncio.to_thread(self._load, Path(path), False)
+
+    def _load(self, path: Path, with_optimizer: bool) -> None:
+        peft = require("peft", "local")
+        safetensors = require("safetensors.torch", "local")
+        weights = path / "adapter_model.safetensors"
+        if not weights.is_file():
+            raise FileNotFoundError(
+                f"{weights} not found: pass the state_path/sampler_path of a CheckpointRef"
+            )
+        with self.engine.lock:
+            state = safetensors.load_file(str(weights), device=str(self.device))
+            result = peft.set_peft_model_state_dict(self.engine.model, state)
+            unexpected = list(getattr(result, "unexpected_keys", []))
+            if unexpected:
+                raise ValueError(f"{weights}: adapter does not fit this model ({unexpected[:3]})")
+            if with_optimizer:
+                meta_file = path / META_FILE
+                if meta_file.is_file():
+                    self.steps = int(json.loads(meta_file.read_text()).get("steps", 0))
+                opt_file = path / OPTIMIZER_FILE
+                if opt_file.is_file():
+                    state_dict = torch.load(opt_file, map_location=self.device, weights_only=True)
+                    if self._optimizer is None:
+                        self._optimizer = torch.optim.AdamW(self.trainable_parameters())
+                    self._optimizer.load_state_dict(state_dict)
+            self.engine.bump_version()
+
+
+def _eos_ids(tokenizer: Any, model: Any) -> tuple[int, ...]:
+    ids: list[int] = []
+    for source in (getattr(tokenizer, "eos_token_id", None), model.config.eos_token_id):
+        if isinstance(source, int):
+            ids.append(source)
+        elif isinstance(source, list):
+            ids.extend(int(i) for i in source)
+    return tuple(dict.fromkeys(ids))

@@ -1,0 +1,94 @@
+"""The model shared by the local sampler and trainer: one lock, one weights version."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from agentrl.backends.local.model import cache_kwarg
+
+__all__ = ["ModelEngine"]
+
+
+class ModelEngine:
+    """A peft-wrapped causal LM plus what sampling and training share about it.
+
+    `lock` serialises model use between the sampler's worker thread and training calls;
+    `version` increases whenever the weights change, which invalidates KV caches.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        device: torch.device,
+        default_stop_tokens: Sequence[int] = (),
+    ) -> None:
+        self.model = model
+        self.base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        self.device = device
+        self.dtype: torch.dtype = next(model.parameters()).dtype
+        self.default_stop_tokens = tuple(default_stop_tokens)
+        self.lock = threading.RLock()
+        self.version = 0
+        self._cache_kwarg = cache_kwarg(self.base)
+        config = self.base.config
+        self.vocab_size: int = int(config.vocab_size)
+        self.max_positions: int = int(getattr(config, "max_position_embeddings", 1 << 30))
+
+    def kv_bytes_per_token(self) -> int:
+        """Bytes of keys and values that one cached token takes."""
+        config = self.base.config
+        heads = int(getattr(config, "num_key_value_heads", config.num_attention_heads))
+        head_dim = int(
+            getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        )
+        element = torch.empty((), dtype=self.dtype).element_size()
+        return 2 * int(config.num_hidden_layers) * heads * head_dim * element
+
+    def bump_version(self) -> None:
+        """Record that the weights changed."""
+        self.version += 1
+
+    def hidden_states(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Final hidden states [B, T, H] of a full (uncached) forward pass."""
+        out = self.base.model(input_ids=input_ids, attention_mask=attention_mask)
+        hidden: torch.Tensor = out.last_hidden_state
+        return hidden
+
+    def unembed(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits (float32) for hidden states of any leading shape."""
+        logits: torch.Tensor = self.base.lm_head(hidden)
+        return logits.float()
+
+    def step(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """One forward appending to `cache`: float32 logits of the last position of each row."""
+        out = self.base(
+            input_ids=input_ids,
+            position_ids=position_ids,
+            attention_mask=attention_mask,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self._cache_kwarg: cache},
+        )
+        logits: torch.Tensor = out.logits[:, -1, :].float()
+        return logits
+
+    def sequence_logprobs(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Logprob of each token given the previous ones (length len(tokens) - 1), no grad."""
+        with self.lock, torch.no_grad():
+            ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
+            hidden = self.hidden_states(ids)[0, :-1]
+            logp = torch.log_softmax(self.unembed(hidden), dim=-1)
+            return logp.gather(-1, ids[0, 1:, None])[:, 0].cpu()

@@ -1,0 +1,194 @@
+"""Batched token generation with per-token logprobs and prefix KV-cache reuse.
+
+One call serves several requests (each: a prompt and `num_samples`). Each request is
+prefilled once, from the longest cached prefix of its prompt; its samples then decode as
+rows of one left-padded batch together with the rows of the other requests. When a row
+stops, the keys/values of `prompt + completion[:-1]` are stored in the prefix cache, so the
+next turn of that trajectory prefills only the tokens the renderer appended.
+
+Logprobs are those of the unmodified model distribution (temperature 1, no top-p): the same
+quantity training recomputes, so on-policy PPO ratios start at exactly 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from agentrl.backends.base import SamplingParams
+from agentrl.backends.local.engine import ModelEngine
+from agentrl.backends.local.kvcache import PrefixKVCache
+from agentrl.backends.local.model import KV, cache_select_rows, kv_from_cache, kv_to_cache
+from agentrl.types import Completion, CompletionStop
+
+__all__ = ["GenRequest", "GenResult", "generate"]
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """One sampling request."""
+
+    prompt: tuple[int, ...]
+    num_samples: int
+    params: SamplingParams
+    seed: int
+    """Seed of this request's random generator (from params.seed, or drawn by the sampler)."""
+
+
+@dataclass(frozen=True)
+class GenResult:
+    """Completions of one request and what it cost."""
+
+    completions: list[Completion]
+    prefill_tokens: int
+    """Prompt tokens computed for this request (the rest came from the KV cache)."""
+    reused_tokens: int
+
+
+@dataclass
+class _Row:
+    request: int
+    pad: int
+    stop: frozenset[int]
+    max_tokens: int
+    tokens: list[int]
+    logprobs: list[float]
+
+
+def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    if top_p >= 1.0:
+        return probs
+    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+    cumulative = torch.cumsum(sorted_probs, dim=-1)
+    drop = cumulative - sorted_probs >= top_p  # keeps at least the most likely token
+    sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+    return torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+
+
+def _sample(logits: torch.Tensor, params: SamplingParams, gen: torch.Generator) -> torch.Tensor:
+    """One token per row: greedy at temperature 0, else inverse-CDF sampling (fast on CPU)."""
+    if params.temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = _top_p_filter(torch.softmax(logits / params.temperature, dim=-1), params.top_p)
+    cdf = torch.cumsum(probs, dim=-1)
+    u = torch.rand(probs.shape[0], 1, generator=gen, device=probs.device) * cdf[:, -1:]
+    index = torch.searchsorted(cdf, u, right=True)[:, 0]
+    return index.clamp_(max=probs.shape[-1] - 1)
+
+
+def _prefill(
+    engine: ModelEngine, cache: PrefixKVCache, prompt: tuple[int, ...]
+) -> tuple[torch.Tensor, KV, int]:
+    reused, kv = cache.take(prompt, max_length=len(prompt) - 1)
+    suffix = torch.tensor([prompt[reused:]], dtype=torch.long, device=engine.device)
+    positions = torch.arange(reused, len(prompt), device=engine.device)[None]
+    model_cache = kv_to_cache(kv, reserve=len(prompt) - reused)
+    logits = engine.step(suffix, positions, model_cache)
+    return logits[0], kv_from_cache(model_cache), reused
+
+
+def _left_pad(kvs: Sequence[tuple[KV, int]], width: int) -> KV:
+    layers: KV = []
+    for layer in range(len(kvs[0][0])):
+        keys, values = [], []
+        for kv, repeat in kvs:
+            k, v = kv[layer]
+            pad = width - k.shape[2]
+            if pad:
+                k = torch.nn.functional.pad(k, (0, 0, pad, 0))
+                v = torch.nn.functional.pad(v, (0, 0, pad, 0))
+            keys.append(k.expand(repeat, -1, -1, -1))
+            values.append(v.expand(repeat, -1, -1, -1))
+        layers.append((torch.cat(keys), torch.cat(values)))
+    return layers
+
+
+def generate(
+    engine: ModelEngine, cache: PrefixKVCache, requests: Sequence[GenRequest]
+) -> list[GenResult]:
+    """Serve `requests` in one batch (call with `engine.lock` held and grad disabled)."""
+    device = engine.device
+    gens = [torch.Generator(device=device).manual_seed(r.seed) for r in requests]
+    rows: list[_Row] = []
+    first_logits: list[torch.Tensor] = []
+    prefilled: list[tuple[KV, int]] = []
+    prefill_counts: list[int] = []
+    reused_counts: list[int] = []
+    lengths = [len(r.prompt) for r in requests]
+    width = max(lengths)
+    for index, request in enumerate(requests):
+        if len(request.prompt) + request.params.max_tokens > engine.max_positions:
+            raise ValueError(
+                f"prompt of {len(request.prompt)} tokens + max_tokens "
+                f"{request.params.max_tokens} exceeds the model's {engine.max_positions} positions"
+            )
+        logits, kv, reused = _prefill(engine, cache, request.prompt)
+        prefill_counts.append(len(request.prompt) - reused)
+        reused_counts.append(reused)
+        prefilled.append((kv, request.num_samples))
+        stop = frozenset(request.params.stop_tokens or engine.default_stop_tokens)
+        for _ in range(request.num_samples):
+            rows.append(
+                _Row(index, width - lengths[index], stop, request.params.max_tokens, [], [])
+            )
+            first_logits.append(logits)
+    longest = max(r.params.max_tokens for r in requests)
+    model_cache = kv_to_cache(_left_pad(prefilled, width), reserve=longest)
+    del prefilled
+    logits = torch.stack(first_logits)
+    pads = torch.tensor([row.pad for row in rows], device=device)
+    active = list(range(len(rows)))  # row ids, in batch order
+    length = width  # cached positions per batch row, padding included
+    while True:
+        next_tokens = torch.empty(len(active), dtype=torch.long, device=device)
+        for index, request in enumerate(requests):
+            sel = [i for i, r in enumerate(active) if rows[r].request == index]
+            if sel:
+                idx = torch.tensor(sel, device=device)
+                next_tokens[idx] = _sample(logits[idx], request.params, gens[index])
+        token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, next_tokens[:, None])[:, 0]
+        tokens_list = next_tokens.tolist()
+        logprob_list = token_logprobs.tolist()
+        keep: list[int] = []
+        for pos, row_id in enumerate(active):
+            row = rows[row_id]
+            row.tokens.append(tokens_list[pos])
+            row.logprobs.append(logprob_list[pos])
+            if tokens_list[pos] in row.stop or len(row.tokens) >= row.max_tokens:
+                request = requests[row.request]
+                row_kv = [
+                    (k[pos : pos + 1, :, row.pad :].clone(), v[pos : pos + 1, :, row.pad :].clone())
+                    for k, v in kv_from_cache(model_cache)
+                ]
+                cache.put(request.prompt + tuple(row.tokens[:-1]), row_kv)
+            else:
+                keep.append(pos)
+        if not keep:
+            break
+        if len(keep) < len(active):
+            sel_t = torch.tensor(keep, device=device)
+            cache_select_rows(model_cache, sel_t)
+            next_tokens = next_tokens[sel_t]
+            pads = pads[sel_t]
+            active = [active[p] for p in keep]
+        positions = (length - pads)[:, None]
+        mask = (torch.arange(length + 1, device=device)[None] >= pads[:, None]).long()
+        logits = engine.step(next_tokens[:, None], positions, model_cache, mask)
+        length += 1
+    results: list[GenResult] = []
+    for index, _request in enumerate(requests):
+        completions = [
+            Completion(
+                tokens=tuple(row.tokens),
+                logprobs=tuple(row.logprobs),
+                stop_reason=CompletionStop.STOP
+                if row.tokens[-1] in row.stop
+                else CompletionStop.LENGTH,
+            )
+            for row in rows
+            if row.request == index
+        ]
+        results.append(GenResult(completions, prefill_counts[index], reused_counts[index]))
+    return results

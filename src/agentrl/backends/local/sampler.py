@@ -1,0 +1,161 @@
+"""`LocalSampler`: the async `Sampler` of the local backend.
+
+Concurrent `sample()` calls (the K branches of a group, many groups) are queued and served
+together: a worker takes what has arrived, runs one batched generation in a thread (so the
+event loop keeps running environments), and resolves the callers. Each trajectory's KV
+cache is kept between turns in a `PrefixKVCache`; when the weights change (an optimizer
+step, a load) the cache is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from agentrl.backends.base import SamplingParams
+from agentrl.backends.local.engine import ModelEngine
+from agentrl.backends.local.generation import GenRequest, GenResult, generate
+from agentrl.backends.local.kvcache import PrefixKVCache
+from agentrl.types import Completion
+
+__all__ = ["LocalSampler", "SamplerStats"]
+
+
+@dataclass
+class SamplerStats:
+    """Token accounting of a sampler since it was created (or `reset_stats`)."""
+
+    requests: int = 0
+    batches: int = 0
+    prompt_tokens: int = 0
+    """Sum of prompt lengths over requests (what a cache-less sampler would prefill)."""
+    prefill_tokens: int = 0
+    """Prompt tokens actually computed."""
+    reused_tokens: int = 0
+    """Prompt tokens taken from the KV cache."""
+    decode_tokens: int = 0
+    """Sampled tokens."""
+
+
+@dataclass
+class _Pending:
+    request: GenRequest
+    future: asyncio.Future[GenResult]
+
+
+class LocalSampler:
+    """Samples from a `ModelEngine` with per-trajectory KV-cache reuse and request batching."""
+
+    def __init__(
+        self,
+        engine: ModelEngine,
+        *,
+        kv_cache_tokens: int | None = None,
+        kv_cache_gib: float = 2.0,
+        max_batch_rows: int = 64,
+        batch_window_s: float = 0.002,
+        seed: int = 0,
+        reuse_kv: bool = True,
+    ) -> None:
+        self.engine = engine
+        budget = (
+            kv_cache_tokens
+            if kv_cache_tokens is not None
+            else int(kv_cache_gib * 2**30 // engine.kv_bytes_per_token())
+        )
+        self.cache = PrefixKVCache(budget if reuse_kv else 0)
+        self.max_batch_rows = max_batch_rows
+        self.batch_window_s = batch_window_s
+        self._rng = random.Random(seed)
+        self._pending: list[_Pending] = []
+        self._worker: asyncio.Task[None] | None = None
+        self._cache_version = engine.version
+        self._stats = SamplerStats()
+
+    @property
+    def stats(self) -> SamplerStats:
+        """A copy of the counters since creation or the last `reset_stats()`."""
+        return replace(self._stats)
+
+    def reset_stats(self) -> None:
+        """Zero the counters."""
+        self._stats = SamplerStats()
+
+    def clear_cache(self) -> None:
+        """Drop every cached KV entry."""
+        self.cache.clear()
+
+    async def sample(
+        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
+    ) -> list[Completion]:
+        """`num_samples` completions of `prompt_tokens` with per-token logprobs."""
+        return (await self.sample_detailed(prompt_tokens, num_samples, params)).completions
+
+    async def sample_detailed(
+        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
+    ) -> GenResult:
+        """Like `sample`, also returning how many prompt tokens were prefilled / reused."""
+        prompt = tuple(int(t) for t in prompt_tokens)
+        if not prompt:
+            raise ValueError("prompt_tokens is empty; a prompt needs at least one token")
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        bad = [t for t in prompt if not 0 <= t < self.engine.vocab_size]
+        if bad:
+            raise ValueError(
+                f"prompt token ids {bad[:5]} are outside the model vocabulary "
+                f"[0, {self.engine.vocab_size}); was it tokenized for another model?"
+            )
+        seed = params.seed if params.seed is not None else self._rng.getrandbits(63)
+        loop = asyncio.get_running_loop()
+        pending = _Pending(GenRequest(prompt, num_samples, params, seed), loop.create_future())
+        self._pending.append(pending)
+        if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
+            self._worker = loop.create_task(self._drain())
+        return await pending.future
+
+    async def _drain(self) -> None:
+        while self._pending:
+            await asyncio.sleep(self.batch_window_s)
+            batch: list[_Pending] = []
+            rows = 0
+            while self._pending and (
+                not batch or rows + self._pending[0].request.num_samples <= self.max_batch_rows
+            ):
+                item = self._pending.pop(0)
+                if item.future.done():  # the caller was cancelled
+                    continue
+                batch.append(item)
+                rows += item.request.num_samples
+            if not batch:
+                continue
+            try:
+                results = await asyncio.to_thread(self._run, [p.request for p in batch])
+            except Exception as exc:  # delivered to every caller of this batch
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(exc)
+                continue
+            for item, result in zip(batch, results, strict=True):
+                if not item.future.done():
+                    item.future.set_result(result)
+
+    def _run(self, requests: list[GenRequest]) -> list[GenResult]:
+        with self.engine.lock, torch.no_grad():
+            if self._cache_version != self.engine.version:
+                self.cache.clear()
+                self._cache_version = self.engine.version
+            results = generate(self.engine, self.cache, requests)
+        stats = self._stats
+        stats.requests += len(requests)
+        stats.batches += 1
+        for request, result in zip(requests, results, strict=True):
+            stats.prompt_tokens += len(request.prompt)
+            stats.prefill_tokens += result.prefill_tokens
+            stats.reused_tokens += result.reused_tokens
+            stats.decode_tokens += sum(len(c.tokens) for c in result.completions)
+        return results

@@ -1,0 +1,133 @@
+"""Forward/backward of the policy losses over datums, micro-batched by a token budget.
+
+Normalisation: the summed per-token loss of every micro-batch is divided by the number of
+trained tokens (mask = 1) of the *whole* call, so the accumulated gradient equals that of one
+big batch whatever the micro-batch size (see docs/backends.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+
+from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName
+from agentrl.backends.local.engine import ModelEngine
+from agentrl.datums import Datum
+from agentrl.losses import policy_loss_sum
+
+__all__ = ["Normalisation", "micro_batches", "run_forward_backward", "validate_datums"]
+
+Normalisation = Literal["tokens", "sum"]
+
+
+def validate_datums(datums: Sequence[Datum], vocab_size: int, max_length: int) -> None:
+    """Raise ValueError naming the datum and field that cannot be trained on."""
+    if not datums:
+        raise ValueError("forward_backward got no datums")
+    for index, datum in enumerate(datums):
+        if len(datum) == 0:
+            raise ValueError(f"datum {index} is empty")
+        if len(datum) > max_length:
+            raise ValueError(
+                f"datum {index} has {len(datum)} tokens, more than the model's {max_length} "
+                "positions; lower the trajectory token budget"
+            )
+        for name in ("model_input", "target_tokens"):
+            values = getattr(datum, name)
+            if values.min() < 0 or values.max() >= vocab_size:
+                raise ValueError(
+                    f"datum {index}: {name} has token ids outside [0, {vocab_size}); "
+                    "was it tokenized for another model?"
+                )
+        for name in ("logprobs", "advantages", "mask"):
+            if not np.all(np.isfinite(getattr(datum, name))):
+                raise ValueError(f"datum {index}: {name} contains NaN or inf")
+
+
+def micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Greedy, order-preserving packing of datum indices into padded batches of at most
+    `token_budget` tokens (rows x longest row); a datum longer than the budget is alone."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for index, length in enumerate(lengths):
+        new_longest = max(longest, length)
+        if current and new_longest * (len(current) + 1) > token_budget:
+            batches.append(current)
+            current, new_longest = [], length
+        current.append(index)
+        longest = new_longest
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _tensor(
+    rows: list[np.ndarray], width: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    out = np.zeros((len(rows), width), dtype=rows[0].dtype)
+    for i, row in enumerate(rows):
+        out[i, : row.size] = row
+    return torch.as_tensor(out, dtype=dtype, device=device)
+
+
+def run_forward_backward(
+    engine: ModelEngine,
+    datums: Sequence[Datum],
+    loss: LossName,
+    config: LossConfig,
+    *,
+    micro_batch_tokens: int,
+    normalisation: Normalisation = "tokens",
+) -> ForwardBackwardResult:
+    """Accumulate gradients of `loss` over `datums` into the trainable parameters."""
+    validate_datums(datums, engine.vocab_size, engine.max_positions)
+    total_tokens = float(sum(d.mask.sum() for d in datums))
+    divisor = max(total_tokens, 1.0) if normalisation == "tokens" else 1.0
+    device = engine.device
+    sums = {"loss": 0.0, "ratio": 0.0, "clipped": 0.0, "approx_kl": 0.0}
+    batches = micro_batches([len(d) for d in datums], micro_batch_tokens)
+    engine.model.train()
+    try:
+        for batch in batches:
+            rows = [datums[i] for i in batch]
+            width = max(len(d) for d in rows)
+            mask = _tensor([d.mask for d in rows], width, torch.float32, device)
+            if not bool((mask > 0).any()):
+                continue
+            ids = _tensor([d.model_input for d in rows], width, torch.long, device)
+            attention = _tensor(
+                [np.ones(len(d), dtype=np.int64) for d in rows], width, torch.long, device
+            )
+            where = mask > 0
+            hidden = engine.hidden_states(ids, attention)[where]
+            logp_all = torch.log_softmax(engine.unembed(hidden), dim=-1)
+            targets = _tensor([d.target_tokens for d in rows], width, torch.long, device)[where]
+            logp = logp_all.gather(-1, targets[:, None])[:, 0]
+            old = _tensor([d.logprobs for d in rows], width, torch.float32, device)[where]
+            adv = _tensor([d.advantages for d in rows], width, torch.float32, device)[where]
+            part = policy_loss_sum(logp, old, adv, mask[where], loss, config)
+            (part.loss / divisor).backward()  # type: ignore[no-untyped-call]
+            sums["loss"] += float(part.loss.detach())
+            sums["ratio"] += part.ratio
+            sums["clipped"] += part.clipped
+            sums["approx_kl"] += part.approx_kl
+    finally:
+        engine.model.eval()
+    denom = max(total_tokens, 1.0)
+    return ForwardBackwardResult(
+        loss=sums["loss"] / divisor,
+        num_tokens=int(total_tokens),
+        metrics={
+            "loss_sum": sums["loss"],
+            "loss_per_token": sums["loss"] / denom,
+            "ratio_mean": sums["ratio"] / denom,
+            "clip_fraction": sums["clipped"] / denom,
+            "approx_kl": sums["approx_kl"] / denom,
+            "micro_batches": float(len(batches)),
+            "datums": float(len(datums)),
+        },
+    )

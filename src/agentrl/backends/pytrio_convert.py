@@ -1,0 +1,145 @@
+"""Conversions between agentrl records and the Tinker-style SDK types (pytrio or tinker).
+
+Both SDKs share the type vocabulary (`ModelInput.from_ints`, `Datum(model_input,
+loss_fn_inputs)`, `TensorData.from_numpy`, `SamplingParams`, `AdamParams`), so every function
+takes the SDK's `types` module. For `ppo` and `importance_sampling` the SDK only sends
+`target_tokens`, `logprobs` and `advantages`: a mask would be dropped silently, so masking is
+done by zero advantage and a datum with an advantage outside its mask is rejected here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from agentrl.backends.base import AdamParams, LossConfig, LossName, SamplingParams
+from agentrl.datums import Datum
+from agentrl.types import Completion, CompletionStop
+
+__all__ = [
+    "DatumTooLongError",
+    "RemoteLimits",
+    "check_datums_fit",
+    "completion_from_sequence",
+    "loss_fn_config",
+    "to_sdk_adam",
+    "to_sdk_datum",
+    "to_sdk_sampling_params",
+]
+
+
+@dataclass(frozen=True)
+class RemoteLimits:
+    """What the service accepts for one base model (None: not reported)."""
+
+    max_seq_len: int | None = None
+    """Longest training sample (tokens)."""
+    max_tokens_per_request: int | None = None
+    """Most tokens in one training request (the SDK splits batches; one datum must fit)."""
+    max_sample_len: int | None = None
+    """Longest prompt + completion for sampling."""
+
+    @property
+    def max_datum_tokens(self) -> int | None:
+        """The longest datum that can be trained on, or None when unlimited."""
+        limits = [x for x in (self.max_seq_len, self.max_tokens_per_request) if x is not None]
+        return min(limits) if limits else None
+
+
+class DatumTooLongError(ValueError):
+    """A datum is longer than the remote service accepts."""
+
+
+def check_datums_fit(datums: Sequence[Datum], limits: RemoteLimits, base_model: str) -> None:
+    """Fail before any request is sent if a datum cannot fit the service's limits."""
+    longest = limits.max_datum_tokens
+    if longest is None:
+        return
+    for index, datum in enumerate(datums):
+        if len(datum) > longest:
+            raise DatumTooLongError(
+                f"datum {index} has {len(datum)} tokens but the service accepts at most "
+                f"{longest} per training sample for {base_model} (max_seq_len="
+                f"{limits.max_seq_len}, max_tokens_per_request={limits.max_tokens_per_request}); "
+                "lower the trajectory token budget (--max-trajectory-tokens)"
+            )
+
+
+def loss_fn_config(loss: LossName, config: LossConfig) -> dict[str, float] | None:
+    """The SDK's `loss_fn_config` for `loss` (PPO clip thresholds; None otherwise)."""
+    if loss is LossName.PPO:
+        return {"clip_low_threshold": config.clip_low, "clip_high_threshold": config.clip_high}
+    return None
+
+
+def to_sdk_datum(types: ModuleType, datum: Datum, loss: LossName) -> Any:
+    """An SDK `Datum` carrying exactly the inputs `loss` uses."""
+    model_input = types.ModelInput.from_ints([int(t) for t in datum.model_input])
+    targets = types.TensorData.from_numpy(np.asarray(datum.target_tokens, dtype=np.int64))
+    if loss is LossName.CROSS_ENTROPY:
+        weights = types.TensorData.from_numpy(np.asarray(datum.mask, dtype=np.float32))
+        return types.Datum(
+            model_input=model_input,
+            loss_fn_inputs={"target_tokens": targets, "weights": weights},
+        )
+    outside = (datum.mask == 0) & (datum.advantages != 0)
+    if np.any(outside):
+        position = int(np.flatnonzero(outside)[0])
+        raise ValueError(
+            f"datum has a non-zero advantage at masked position {position}: the remote "
+            f"{loss.value} loss ignores masks, so it would train on that token; build datums "
+            "with agentrl.datums.trajectory_to_datum"
+        )
+    return types.Datum(
+        model_input=model_input,
+        loss_fn_inputs={
+            "target_tokens": targets,
+            "logprobs": types.TensorData.from_numpy(np.asarray(datum.logprobs, np.float32)),
+            "advantages": types.TensorData.from_numpy(np.asarray(datum.advantages, np.float32)),
+        },
+    )
+
+
+def to_sdk_sampling_params(types: ModuleType, params: SamplingParams) -> Any:
+    """SDK sampling parameters; no stop tokens keeps the model's implicit end-of-sequence."""
+    return types.SamplingParams(
+        max_tokens=params.max_tokens,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        seed=params.seed,
+        stop=list(params.stop_tokens) if params.stop_tokens else None,
+    )
+
+
+def to_sdk_adam(types: ModuleType, adam: AdamParams) -> Any:
+    """SDK Adam parameters (decoupled weight decay, global grad-norm clip; 0 disables)."""
+    return types.AdamParams(
+        learning_rate=adam.learning_rate,
+        beta1=adam.beta1,
+        beta2=adam.beta2,
+        eps=adam.eps,
+        weight_decay=adam.weight_decay,
+        grad_clip_norm=adam.grad_clip_norm,
+    )
+
+
+def completion_from_sequence(sequence: Any) -> Completion:
+    """A `Completion` from an SDK sampled sequence (tokens, logprobs, stop_reason)."""
+    tokens = tuple(int(t) for t in sequence.tokens)
+    logprobs = sequence.logprobs
+    if logprobs is None or len(logprobs) != len(tokens):
+        got = "none" if logprobs is None else str(len(logprobs))
+        raise ValueError(
+            f"the service returned {got} logprobs for {len(tokens)} sampled tokens; "
+            "per-token logprobs are required for training"
+        )
+    cut = str(sequence.stop_reason).lower() in ("length", "max_tokens")
+    return Completion(
+        tokens=tokens,
+        logprobs=tuple(float(x) for x in logprobs),
+        stop_reason=CompletionStop.LENGTH if cut else CompletionStop.STOP,
+    )

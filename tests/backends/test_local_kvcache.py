@@ -1,0 +1,62 @@
+"""PrefixKVCache: longest common prefix, partial matches stay, LRU eviction by token budget."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from agentrl.backends.local.kvcache import PrefixKVCache  # noqa: E402
+from agentrl.backends.local.training import micro_batches  # noqa: E402
+
+
+def kv_for(tokens: list[int], layers: int = 2) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A fake KV whose values encode the token ids (so views can be checked)."""
+    t = torch.tensor(tokens, dtype=torch.float32).view(1, 1, -1, 1)
+    return [(t.clone(), -t.clone()) for _ in range(layers)]
+
+
+def test_longest_prefix_and_full_match_consumes() -> None:
+    cache = PrefixKVCache(max_tokens=100)
+    cache.put([1, 2, 3], kv_for([1, 2, 3]))
+    cache.put([1, 2, 3, 4, 5], kv_for([1, 2, 3, 4, 5]))
+    reused, kv = cache.take([1, 2, 3, 4, 5, 6, 7], max_length=6)
+    assert reused == 5
+    assert kv is not None and kv[0][0].flatten().tolist() == [1, 2, 3, 4, 5]
+    assert len(cache) == 1  # the fully used entry is superseded by the caller's new one
+
+
+def test_partial_match_is_a_view_and_stays() -> None:
+    cache = PrefixKVCache(max_tokens=100)
+    cache.put([1, 2, 3, 4], kv_for([1, 2, 3, 4]))
+    reused, kv = cache.take([1, 2, 9], max_length=2)
+    assert reused == 2 and kv is not None
+    assert kv[1][1].flatten().tolist() == [-1, -2]
+    assert len(cache) == 1
+    assert cache.take([7, 8], max_length=1) == (0, None)
+
+
+def test_lru_eviction_by_token_budget() -> None:
+    cache = PrefixKVCache(max_tokens=10)
+    cache.put([1, 1, 1, 1], kv_for([1, 1, 1, 1]))
+    cache.put([2, 2, 2, 2], kv_for([2, 2, 2, 2]))
+    cache.take([1, 1, 5], max_length=2)  # touches entry 1
+    cache.put([3, 3, 3, 3], kv_for([3, 3, 3, 3]))  # 12 > 10: evict least recently used (2s)
+    assert cache.stored_tokens == 8
+    assert cache.take([2, 2, 2], max_length=2) == (0, None)
+    assert cache.take([1, 1, 1, 1, 9], max_length=4)[0] == 4
+    assert cache.stats.evictions == 1
+
+
+def test_zero_budget_stores_nothing() -> None:
+    cache = PrefixKVCache(max_tokens=0)
+    cache.put([1, 2], kv_for([1, 2]))
+    assert len(cache) == 0
+
+
+def test_micro_batches_respect_the_padded_token_budget() -> None:
+    assert micro_batches([3, 3, 3, 3], 6) == [[0, 1], [2, 3]]
+    assert micro_batches([2, 8, 2], 8) == [[0], [1], [2]]
+    assert micro_batches([10], 4) == [[0]]
+    assert micro_batches([1, 2, 3], 100) == [[0, 1, 2]]
