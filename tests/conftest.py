@@ -1,10 +1,58 @@
-"""Shared fixtures: a real Qwen tokenizer built from dashscope's vocabulary (cached on disk)."""
+"""Shared fixtures.
+
+`qwen_tokenizer`: a real Qwen tokenizer built from dashscope's vocabulary (cached on disk).
+
+`alfworld_games`: a small verified ALFWorld game set generated once per test session
+(6 train covering all six task types, 2 valid_seen, 2 valid_unseen; seed 0). It is cached in
+pytest's cache folder under a key that changes whenever the generator's code changes, so a
+rerun reuses it. Tests that need it skip when the `alfworld` extra is missing.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+ALFWORLD_GAMES = {"train": 6, "valid_seen": 2, "valid_unseen": 2, "seed": 0}
+
+
+def _generator_digest() -> str:
+    src = Path(__file__).resolve().parents[1] / "src" / "agentrl" / "envs" / "alfworld"
+    digest = hashlib.sha1(repr(sorted(ALFWORLD_GAMES.items())).encode())
+    for name in ("problem.py", "scenes.py", "generate.py", "expert.py"):
+        digest.update((src / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+@pytest.fixture(scope="session")
+def alfworld_games(request: pytest.FixtureRequest):  # -> GenerationReport
+    """A verified generated ALFWorld game set (`report.root`, `report.games`)."""
+    pytest.importorskip("textworld")
+    pytest.importorskip("alfworld")
+    from agentrl.envs.alfworld.generate import generate_games
+
+    out = request.config.cache.mkdir(f"alfworld-games-{_generator_digest()}")
+    report = generate_games(out, progress=False, **ALFWORLD_GAMES)
+    expected = sum(ALFWORLD_GAMES[split] for split in ("train", "valid_seen", "valid_unseen"))
+    assert len(report.games) == expected, report.failures
+    return report
+
+
+@pytest.fixture(scope="session")
+def official_alfworld_root() -> Path:
+    """`../shared/alfworld` next to the repository (skips when absent).
+
+    `AGENTRL_OFFICIAL_ALFWORLD` overrides the location (e.g. in a git worktree).
+    """
+    default = Path(__file__).resolve().parents[1].parent / "shared" / "alfworld"
+    root = Path(os.environ.get("AGENTRL_OFFICIAL_ALFWORLD", default))
+    if not (root / "json_2.1.1").is_dir():
+        pytest.skip(f"official ALFWorld games not found at {root}")
+    return root
 
 
 @pytest.fixture(scope="session")

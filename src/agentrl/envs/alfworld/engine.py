@@ -26,6 +26,7 @@ __all__ = [
     "EngineStep",
     "TextWorldEngine",
     "engine_loader",
+    "engine_target",
     "open_engines",
     "state_key",
 ]
@@ -138,15 +139,21 @@ ENGINES: dict[str, str] = {
 Loaders yield engines one by one so that callers can bound the time of each load."""
 
 
-def engine_loader(name: str) -> EngineLoader:
-    """The loader registered for engine `name`; a clear error for an unknown name."""
+def engine_target(name: str) -> str:
+    """The `module:function` loader registered for engine `name` (clear error if unknown)."""
     if name not in ENGINES:
         raise ValueError(f"unknown ALFWorld engine {name!r}; available: {sorted(ENGINES)}")
-    module_name, _, attr = ENGINES[name].partition(":")
+    return ENGINES[name]
+
+
+def engine_loader(name_or_target: str) -> EngineLoader:
+    """The loader of an engine name, or of a `module:function` target."""
+    target = name_or_target if ":" in name_or_target else engine_target(name_or_target)
+    module_name, _, attr = target.partition(":")
     loader: EngineLoader = getattr(importlib.import_module(module_name), attr)
     return loader
 
 
-def open_engines(name: str, game_file: str, count: int) -> Iterator[AlfworldEngine]:
+def open_engines(name_or_target: str, game_file: str, count: int) -> Iterator[AlfworldEngine]:
     """Yield `count` independent engines of `game_file` (each loaded when it is yielded)."""
-    return engine_loader(name)(game_file, count)
+    return engine_loader(name_or_target)(game_file, count)

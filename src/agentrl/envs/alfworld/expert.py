@@ -155,23 +155,25 @@ def expert_plan(world: World, task: ExpertTask) -> list[str] | None:
     if not parents:
         return None
     needed = 2 if task.task_type == "pick_two_obj_and_place" else 1
-
-    # the goal receptacle: the one already holding most target objects, then by name
-    def held(recep: str) -> int:
-        return sum(otype.get(o) == target for o in contents[recep])
-
-    parent = max(parents, key=lambda nr: (held(nr[1]), -parents.index(nr)))[1]
-    already = [o for o in contents[parent] if otype.get(o) == target]
-    movable = [o for _, o in candidates if rtype.get(host[o]) != parent_kind]
-    if len(already) >= needed:
-        return plan
-    if len(movable) < needed - len(already):
-        return None
     tool_kind = {
         "pick_clean_then_place_in_recep": ("sinkbasin", "clean"),
         "pick_heat_then_place_in_recep": ("microwave", "heat"),
         "pick_cool_then_place_in_recep": ("fridge", "cool"),
     }.get(task.task_type)
+
+    # objects already in the goal receptacle count only when no state change is asked
+    def held(recep: str) -> list[str]:
+        if tool_kind is not None:
+            return []
+        return [o for o in contents[recep] if otype.get(o) == target]
+
+    parent = max(parents, key=lambda nr: (len(held(nr[1])), -parents.index(nr)))[1]
+    already = held(parent)
+    movable = [o for _, o in candidates if o not in already]
+    if len(already) >= needed:
+        return plan
+    if len(movable) < needed - len(already):
+        return None
     for obj in movable[: needed - len(already)]:
         take(obj)
         if tool_kind is not None:

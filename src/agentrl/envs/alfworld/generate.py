@@ -19,6 +19,7 @@ import random
 import shutil
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -301,9 +302,21 @@ def generate_games(
     root.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     n_workers = workers if workers is not None else min(4, os.cpu_count() or 1)
-    games, failures = asyncio.run(
-        _generate_all(root, counts, seed, task_types, n_workers, timeout, max_attempts, progress)
-    )
+
+    def work() -> tuple[list[GameExample], list[str]]:
+        return asyncio.run(
+            _generate_all(
+                root, counts, seed, task_types, n_workers, timeout, max_attempts, progress
+            )
+        )
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no event loop in this thread
+        games, failures = work()
+    else:  # called from async code (e.g. a notebook): run on a thread of its own
+        with ThreadPoolExecutor(1) as pool:
+            games, failures = pool.submit(work).result()
     shutil.rmtree(root / ".staging", ignore_errors=True)
     report = GenerationReport(
         root=root,

@@ -85,6 +85,8 @@ class AlfworldEnvGroup:
         self._steps: list[EnvStep] = []
         self._commands: list[frozenset[str]] = []
         self._counts: list[int] = []
+        self._broken = False
+        """An engine raised: its worker is replaced at the next reset."""
         self._closed = False
 
     @property
@@ -123,6 +125,9 @@ class AlfworldEnvGroup:
         )
 
     async def _ensure_worker(self) -> GroupWorker | str:
+        if self._worker is not None and self._broken:
+            self._worker.kill()
+        self._broken = False
         if self._worker is not None and self._worker.alive:
             return self._worker
         worker = GroupWorker(self.options.engine, str(self._task.path), self._size)
@@ -204,6 +209,7 @@ class AlfworldEnvGroup:
     def _apply(self, branch: int, command: str | None, report: BranchReport) -> None:
         self._counts[branch] += 1
         if report.step is None:
+            self._broken = True
             self._steps[branch] = _error_step(f"branch {branch}: {report.error}")
             return
         admissible = command in self._commands[branch]

@@ -203,10 +203,11 @@ def build_game(
                 used.add(base)
                 objects.append(ObjectInstance(base, receptacle.rtype[:-5], receptacle.location))
     taken = {r.location for r in scene.receptacles}
-    agent = _floor_location(rng, scene)[0]
-    while agent in taken:
-        agent = _floor_location(rng, scene)[0]
-    agent = (agent[0], agent[1], agent[2], 30)
+    for _ in range(100):  # in the middle of the room: at no receptacle
+        x, z, rotation, _horizon = _floor_location(rng, scene)[0]
+        agent = (x, z, rotation, 30)
+        if agent not in taken:
+            break
     template = rng.choice(goals.gdict[task_type]["templates"])
     description = template.format(
         obj=target_cls.lower(), recep=parent.lower(), toggle=toggle.lower(), mrecep=""

@@ -9,15 +9,14 @@ naming the branch that was in progress.
 
 Workers are plain `python -c` subprocesses (not `multiprocessing` children), so they never
 re-import the user's main script: scripts without an `if __name__ == "__main__":` guard and
-notebooks work alike. Each worker applies the TextWorld compatibility patch (`compat.py`)
-before loading a game, and on Linux dies with its parent.
+notebooks work alike. TextWorld engines apply the compatibility patch (`compat.py`) when
+they are created, i.e. inside the worker. On Linux a worker dies with its parent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from agentrl.envs.alfworld.engine import EngineStep
+from agentrl.envs.alfworld.engine import EngineStep, engine_target
 
 __all__ = ["BranchReport", "CallWorker", "GroupWorker", "WorkerFailure", "serve", "serve_calls"]
 
@@ -52,7 +51,11 @@ class BranchReport:
 
 
 def _die_with_parent() -> None:
-    """Ask Linux to kill this process when its parent exits (best effort)."""
+    """Ask Linux to kill this process when its parent exits (best effort).
+
+    Linux ties this to the thread that started the child: start groups from a thread that
+    outlives them (the event loop's thread does).
+    """
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -67,15 +70,16 @@ def _die_with_parent() -> None:
 
 
 def serve(fd: int, engine: str, game_file: str, count: str) -> None:
-    """Group worker body: load `count` engines, then serve run/close requests on `fd`."""
+    """Group worker body: load `count` engines, then serve run/close requests on `fd`.
+
+    `engine` is an engine name or its loader's `module:function` target.
+    """
     _die_with_parent()
     conn = Connection(fd)
-    from agentrl.envs.alfworld.compat import apply_textworld_compat
     from agentrl.envs.alfworld.engine import AlfworldEngine, open_engines
 
     engines: list[AlfworldEngine | None] = []
-    try:
-        apply_textworld_compat()
+    try:  # TextWorld engines apply the compatibility patch themselves, here in the worker
         for branch, loaded in enumerate(open_engines(engine, game_file, int(count))):
             engines.append(loaded)
             conn.send(("loaded", branch))
@@ -92,8 +96,6 @@ def serve(fd: int, engine: str, game_file: str, count: str) -> None:
         kind = request[0]
         if kind == "close":
             break
-        if kind == "crash":  # used by tests: die without a word
-            os._exit(3)
         calls: Sequence[tuple[int, str | None]] = request[1]
         for branch, command in calls:
             current = engines[branch]
@@ -293,7 +295,9 @@ class GroupWorker(_Child):
 
     async def start(self, load_timeout: float) -> None:
         """Start the process and wait until every engine is loaded (`load_timeout` each)."""
-        self._spawn("serve", self.engine, self.game_file, str(self.count))
+        # pass the loader target, so engines registered at run time work in the child too
+        target = self.engine if ":" in self.engine else engine_target(self.engine)
+        self._spawn("serve", target, self.game_file, str(self.count))
         loaded = 0
         while True:
             message = await self._receive(load_timeout, loaded, "loading")
@@ -327,11 +331,6 @@ class GroupWorker(_Child):
                 self.kill()
                 raise WorkerFailure(f"unexpected message from the worker: {done!r}", None)
             return reports
-
-    def crash_for_test(self) -> None:
-        """Ask the worker to exit abruptly (tests of the failure path)."""
-        if self._conn is not None:
-            self._conn.send(("crash",))
 
 
 class CallWorker(_Child):
