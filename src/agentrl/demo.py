@@ -180,7 +180,7 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
     protocol = recipe.tool_protocol_for(config)
     renderer = recipe.renderer_for(tokenizer, protocol)
     env_factory = recipe.env_factory_for(config)
-    tasks = recipe.tasks_for(config, ["train"])
+    tasks = recipe.tasks_for(config, ["train"], size.train_games)
     backend = await recipe.training_backend_for(config, tokenizer)
     if size.warm_start_steps:
         play = planner_player(
@@ -214,6 +214,7 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
                 output=out / "eval" / f"{label}.jsonl",
                 model_path=None if model_path is None else f"{model_path}.json",
                 experiment_name=label,
+                limit_per_split=max(size.valid_seen, size.valid_unseen),
             )
         )
         evals.append(await evaluate(eval_config, progress=progress))
@@ -224,9 +225,15 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
 
 
 def run_demo(
-    out: Path, size: DemoSize | None = None, *, overwrite: bool = False, progress: bool = True
+    out: Path,
+    size: DemoSize | None = None,
+    *,
+    games: Path | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
 ) -> DemoReport:
-    """Run the demo into `out` (generated games are kept and reused between runs)."""
+    """Run the demo into `out`; games are generated into `<out>/games` (kept and reused
+    between runs) unless `games` names an existing data root."""
     from agentrl.envs.alfworld.generate import generate_games
 
     size = size or DEMO_SIZES["default"]
@@ -240,19 +247,20 @@ def run_demo(
         for path in results:
             shutil.rmtree(path, ignore_errors=True)
     started = time.perf_counter()
-    games = out / "games"
-    report = generate_games(
-        games,
-        train=size.train_games,
-        valid_seen=size.valid_seen,
-        valid_unseen=size.valid_unseen,
-        seed=0,
-        progress=progress,
-    )
-    wanted = size.train_games + size.valid_seen + size.valid_unseen
-    if len(report.games) < wanted:
-        raise RuntimeError(
-            f"only {len(report.games)} of {wanted} demo games verified: {report.failures[-3:]}"
+    if games is None:
+        games = out / "games"
+        report = generate_games(
+            games,
+            train=size.train_games,
+            valid_seen=size.valid_seen,
+            valid_unseen=size.valid_unseen,
+            seed=0,
+            progress=progress,
         )
+        wanted = size.train_games + size.valid_seen + size.valid_unseen
+        if len(report.games) < wanted:
+            raise RuntimeError(
+                f"only {len(report.games)} of {wanted} demo games verified: {report.failures[-3:]}"
+            )
     result = asyncio.run(_demo(out, games, size, progress))
     return replace(result, seconds=time.perf_counter() - started)
