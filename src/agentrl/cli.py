@@ -62,8 +62,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 async def _train(config: TrainConfig) -> int:
     from agentrl import recipe
-    from agentrl.trainer import Trainer
+    from agentrl.trainer import Trainer, check_run_dir
 
+    check_run_dir(config)
     recipe.check_credentials(config)
     tasks = recipe.tasks_for(config, [config.train_split])
     print(f"{len(tasks)} training games ({config.env.value}, split {config.train_split})")

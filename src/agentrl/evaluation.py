@@ -313,6 +313,8 @@ async def evaluate(
     """Run the evaluation `config` describes (what `agentrl eval` does)."""
     from agentrl import recipe
 
+    if config.output.exists() and not (config.overwrite_output or config.resume):
+        _open(config.output, False, False, {})  # refuse before loading any model
     recipe.check_credentials(config)
     tasks = recipe.tasks_for(config, config.split.splits, config.limit_per_split)
     protocol = recipe.tool_protocol_for(config)

@@ -55,6 +55,7 @@ __all__ = [
     "CheckpointInfo",
     "TrainResult",
     "Trainer",
+    "check_run_dir",
     "latest_checkpoint",
     "task_batch",
 ]
@@ -125,6 +126,16 @@ def latest_checkpoint(run_dir: Path) -> CheckpointInfo | None:
     folder = Path(run_dir) / CHECKPOINTS_DIR
     infos = [CheckpointInfo.read(p) for p in sorted(folder.glob("*.json"))]
     return max(infos, key=lambda i: i.update, default=None)
+
+
+def check_run_dir(config: TrainConfig) -> None:
+    """Refuse to start a fresh run in a folder that holds one (call before building a backend)."""
+    run_dir = Path(config.run_dir)
+    if not config.resume and ((run_dir / RUN_FILE).exists() or latest_checkpoint(run_dir)):
+        raise FileExistsError(
+            f"{run_dir} already holds a training run; pass --resume to continue it, or choose "
+            "another --run-dir"
+        )
 
 
 @dataclass(frozen=True)
@@ -321,11 +332,7 @@ class Trainer:
             "tasks_fingerprint": _fingerprint(self.tasks),
         }
         if not config.resume:
-            if run_file.exists() or latest is not None:
-                raise FileExistsError(
-                    f"{self.run_dir} already holds a training run; pass --resume to continue "
-                    "it, or choose another --run-dir"
-                )
+            check_run_dir(config)
             self.run_dir.mkdir(parents=True, exist_ok=True)
             run_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
             return 1
