@@ -12,10 +12,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from agentrl.checkpoints import latest_checkpoint
 from agentrl.metrics import UpdateMetrics
 from agentrl.records import read_records
 from agentrl.reporting.sinks import Reportable
-from agentrl.trainer import latest_checkpoint, task_batch
+from agentrl.trainer import task_batch
 from agentrl.types import TaskInfo
 from trainer_helpers import tiny_backend, toy_config, toy_trainer
 

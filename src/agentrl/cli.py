@@ -62,7 +62,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 async def _train(config: TrainConfig) -> int:
     from agentrl import recipe
-    from agentrl.trainer import Trainer, check_run_dir
+    from agentrl.checkpoints import check_run_dir
+    from agentrl.trainer import Trainer
 
     check_run_dir(config)
     recipe.check_credentials(config)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrl.backends.base import Sampler, SamplingParams, TrainingBackend
 from agentrl.chat import ChatRenderer
+from agentrl.checkpoints import resolve_model_path
 from agentrl.config import (
     BackendName,
     CommonConfig,
@@ -28,7 +29,6 @@ from agentrl.config import (
 from agentrl.env import EnvGroupFactory
 from agentrl.rollout import RolloutConfig
 from agentrl.tools import CommandTool
-from agentrl.trainer import CheckpointInfo
 from agentrl.types import TaskInfo
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ __all__ = [
     "eval_sampler_for",
     "local_backend_for",
     "renderer_for",
-    "resolve_model_path",
     "rollout_config_for",
     "tasks_for",
     "tokenizer_for",
@@ -233,28 +232,6 @@ async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingB
         tokenizer=tokenizer,
         sdk=config.backend.value,
     )
-
-
-def resolve_model_path(model_path: str) -> tuple[str, CheckpointInfo | None]:
-    """The sampler weights `--model-path` names, and the trainer's checkpoint record if any.
-
-    Accepts a checkpoint record (`runs/train/checkpoints/update-0040.json`), a local
-    checkpoint folder (`runs/train/checkpoints/update-0040`, holding `sampler/`), or a
-    sampler path as is (`trio://...`, an adapter folder).
-    """
-    path = Path(model_path).expanduser()
-    record = path if path.suffix == ".json" else path.with_name(path.name + ".json")
-    if record.is_file():
-        info = CheckpointInfo.read(record)
-        return info.sampler_path, info
-    if path.is_dir() and (path / "sampler").is_dir():
-        return str(path / "sampler"), None
-    if "://" not in model_path and not path.exists():
-        raise FileNotFoundError(
-            f"--model-path {model_path}: no such checkpoint (pass a checkpoint record "
-            "<run_dir>/checkpoints/<name>.json, a local checkpoint folder, or a trio:// path)"
-        )
-    return model_path, None
 
 
 async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:

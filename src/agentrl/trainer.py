@@ -30,7 +30,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -38,8 +37,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agentrl.advantages import AdvantageEstimator, check_finite
-from agentrl.backends.base import CheckpointRef, ForwardBackwardResult, TrainingBackend
+from agentrl.backends.base import ForwardBackwardResult, TrainingBackend
 from agentrl.chat import ChatRenderer
+from agentrl.checkpoints import (
+    CHECKPOINTS_DIR,
+    METRICS_FILE,
+    ROLLOUTS_FILE,
+    RUN_FILE,
+    CheckpointInfo,
+    check_run_dir,
+    latest_checkpoint,
+)
 from agentrl.config import TrainConfig
 from agentrl.datums import Datum, build_datums
 from agentrl.env import EnvGroupFactory
@@ -51,21 +59,9 @@ from agentrl.rollout import RolloutConfig, rollout_batch
 from agentrl.tools import ToolProtocol
 from agentrl.types import TaskInfo, TrajectoryGroup
 
-__all__ = [
-    "CheckpointInfo",
-    "TrainResult",
-    "Trainer",
-    "check_run_dir",
-    "latest_checkpoint",
-    "task_batch",
-]
+__all__ = ["TrainResult", "Trainer", "task_batch"]
 
 log = logging.getLogger(__name__)
-
-RUN_FILE = "run.json"
-METRICS_FILE = "metrics.jsonl"
-ROLLOUTS_FILE = "rollouts.jsonl"
-CHECKPOINTS_DIR = "checkpoints"
 
 
 def task_batch(tasks: Sequence[TaskInfo], batch_size: int, seed: int, index: int) -> list[TaskInfo]:
@@ -87,55 +83,6 @@ def task_batch(tasks: Sequence[TaskInfo], batch_size: int, seed: int, index: int
             random.Random(seed * 1_000_003 + epoch).shuffle(passes[epoch])
         batch.append(passes[epoch][position % n])
     return batch
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """A saved checkpoint: `<run_dir>/checkpoints/<name>.json` (accepted by `--model-path`)."""
-
-    name: str
-    update: int
-    state_path: str
-    sampler_path: str
-    base_model: str
-    backend: str
-
-    @property
-    def ref(self) -> CheckpointRef:
-        """The backend's reference to this checkpoint."""
-        return CheckpointRef(self.name, self.state_path, self.sampler_path)
-
-    def write(self, path: Path) -> None:
-        """Write atomically (a crash never leaves half a file)."""
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(self.__dict__, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-
-    @classmethod
-    def read(cls, path: Path) -> CheckpointInfo:
-        """Read one; a malformed file raises ValueError naming it."""
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(**{name: data[name] for name in cls.__dataclass_fields__})
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: not an agentrl checkpoint record ({exc})") from exc
-
-
-def latest_checkpoint(run_dir: Path) -> CheckpointInfo | None:
-    """The checkpoint of the highest update in `run_dir`, if any."""
-    folder = Path(run_dir) / CHECKPOINTS_DIR
-    infos = [CheckpointInfo.read(p) for p in sorted(folder.glob("*.json"))]
-    return max(infos, key=lambda i: i.update, default=None)
-
-
-def check_run_dir(config: TrainConfig) -> None:
-    """Refuse to start a fresh run in a folder that holds one (call before building a backend)."""
-    run_dir = Path(config.run_dir)
-    if not config.resume and ((run_dir / RUN_FILE).exists() or latest_checkpoint(run_dir)):
-        raise FileExistsError(
-            f"{run_dir} already holds a training run; pass --resume to continue it, or choose "
-            "another --run-dir"
-        )
 
 
 @dataclass(frozen=True)
