@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -183,3 +184,48 @@ def test_train_then_eval_the_checkpoint(tmp_path: Path, capsys: pytest.CaptureFi
     capsys.readouterr()
     assert main(["view", str(tmp_path / "missing.jsonl")]) == 1
     assert "no such eval file" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_training_saves_a_checkpoint_then_resume(tmp_path: Path) -> None:
+    """A real `agentrl train` process stopped by SIGINT, then continued with --resume."""
+    pytest.importorskip("torch")
+    import signal
+    import time
+
+    run_dir = tmp_path / "run"
+    cli = [sys.executable, "-m", "agentrl.cli", "train", "--env", "toy", "--backend", "local"]
+    cli += ["--base-model", "tiny", "--device", "cpu", "--games-per-batch", "1"]
+    cli += ["--group-size", "2", "--max-assistant-tokens", "8", "--max-trajectory-tokens", "1500"]
+    cli += ["--run-dir", str(run_dir), "--save-every", "1000"]
+    env = _bare_env(tmp_path)
+    process = subprocess.Popen(
+        [*cli, "--max-steps", "500"], env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        if metrics.is_file() and metrics.read_text().count("\n") >= 2:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "training ended before it could be interrupted"
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err.decode()[-2000:]
+    done = len(metrics.read_text().splitlines())
+    record = run_dir / "checkpoints" / f"update-{done:04d}.json"
+    assert record.is_file(), sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert f"update-{done:04d} is saved" in err.decode() and "--resume" in err.decode()
+
+    more = done + 2
+    resumed = subprocess.run(
+        [*cli, "--max-steps", str(more), "--resume"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
+    assert steps == list(range(1, more + 1))
+    assert (run_dir / "checkpoints" / f"update-{more:04d}.json").is_file()
