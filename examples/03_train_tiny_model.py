@@ -11,6 +11,7 @@ Run: python examples/03_train_tiny_model.py
 
 import asyncio
 import os
+import shutil
 from pathlib import Path
 
 from agentrl import ChatRenderer, LeaveOneOut, RolloutConfig, TrainConfig, Trainer, rollout_group
@@ -21,6 +22,7 @@ from agentrl.testing import ScriptedSampler
 from agentrl.tokenizer import build_qwen_tokenizer
 
 out = Path(os.environ.get("AGENTRL_EXAMPLE_OUT", "runs/examples")) / "03_train_tiny_model"
+shutil.rmtree(out, ignore_errors=True)  # a fresh run each time (a Trainer never reuses a run)
 tokenizer = build_qwen_tokenizer()
 protocol = toy_tool_protocol(include_admissible=False)  # shorter prompts for a CPU
 renderer = ChatRenderer(tokenizer, protocol.tools)
