@@ -49,5 +49,4 @@ def test_make_demo_default_size(tmp_path: Path, capsys: pytest.CaptureFixture[st
     printed = capsys.readouterr().out
     assert "demo finished" in printed and str(out / "plots") in printed
     assert (out / "games" / "json_2.1.1" / "valid_unseen").is_dir()
-    assert main(["demo", "--out", str(out)]) == 1
-    assert main(["demo", "--out", str(out), "--overwrite"]) == 0
+    assert main(["demo", "--out", str(out)]) == 1  # never replaced unless --overwrite

@@ -67,7 +67,7 @@ async def _train(config: TrainConfig) -> int:
 
     check_run_dir(config)
     recipe.check_credentials(config)
-    tasks = recipe.tasks_for(config, [config.train_split])
+    tasks = recipe.tasks_for(config, [config.train_split], progress=True)
     print(f"{len(tasks)} training games ({config.env.value}, split {config.train_split})")
     tokenizer = recipe.tokenizer_for(config)
     protocol = recipe.tool_protocol_for(config)

@@ -94,12 +94,15 @@ class DemoReport:
     plots: tuple[Path, ...]
     viewer: Path
     seconds: float
+    phases: dict[str, float]
+    """Seconds per phase (games, warm start, training, evaluation)."""
 
     def describe(self) -> str:
         """A short human-readable summary."""
         from agentrl.reporting.sinks import format_table
 
-        lines = [f"\ndemo finished in {self.seconds:.0f}s; outputs under {self.out}:"]
+        spent = ", ".join(f"{name} {sec:.0f}s" for name, sec in self.phases.items())
+        lines = [f"\ndemo finished in {self.seconds:.0f}s ({spent}); outputs under {self.out}:"]
         lines.append(f"  games        {self.games}")
         lines.append(f"  training     {self.run_dir} (metrics.jsonl, rollouts.jsonl, checkpoints/)")
         for outcome in self.evals:
@@ -152,7 +155,8 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
     from agentrl.reporting.viewer import write_viewer
     from agentrl.trainer import Trainer
 
-    started = time.perf_counter()
+    phases: dict[str, float] = {}
+    clock = time.perf_counter()
     common = dict(
         base_model=recipe.TINY_MODEL,
         backend="local",
@@ -195,6 +199,8 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
         datums = demonstration_datums(demos, size.warm_start_turns)
         losses = await warm_start(backend, datums, size.warm_start_steps, size.warm_start_lr)
         print(f"{len(losses)} supervised steps, loss {losses[0]:.2f} -> {losses[-1]:.2f}")
+        phases["warm start"] = time.perf_counter() - clock
+        clock = time.perf_counter()
     trainer = Trainer(
         config=config,
         backend=backend,
@@ -205,6 +211,8 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
         progress=progress,
     )
     result = await trainer.run()
+    phases["training"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     last = result.checkpoints[-1]
     evals = []
     for label, model_path in (("base", None), (last.name, out / "run/checkpoints" / last.name)):
@@ -220,8 +228,8 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
         evals.append(await evaluate(eval_config, progress=progress))
     plots = plot_eval_files([e.path for e in evals], out / "plots")
     viewer = write_viewer(evals[-1].path)
-    seconds = time.perf_counter() - started
-    return DemoReport(out, games, out / "run", tuple(evals), plots, viewer, seconds)
+    phases["evaluation"] = time.perf_counter() - clock
+    return DemoReport(out, games, out / "run", tuple(evals), plots, viewer, 0.0, phases)
 
 
 def run_demo(
@@ -262,5 +270,7 @@ def run_demo(
             raise RuntimeError(
                 f"only {len(report.games)} of {wanted} demo games verified: {report.failures[-3:]}"
             )
+    generated = time.perf_counter() - started
     result = asyncio.run(_demo(out, games, size, progress))
-    return replace(result, seconds=time.perf_counter() - started)
+    phases = {"games": generated, **result.phases}
+    return replace(result, seconds=time.perf_counter() - started, phases=phases)

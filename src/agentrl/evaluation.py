@@ -316,7 +316,7 @@ async def evaluate(
     if config.output.exists() and not (config.overwrite_output or config.resume):
         _open(config.output, False, False, {})  # refuse before loading any model
     recipe.check_credentials(config)
-    tasks = recipe.tasks_for(config, config.split.splits, config.limit_per_split)
+    tasks = recipe.tasks_for(config, config.split.splits, config.limit_per_split, progress=progress)
     protocol = recipe.tool_protocol_for(config)
     planner = config.policy is EvalPolicy.PLANNER
     tokenizer: Any

@@ -118,7 +118,11 @@ def env_factory_for(config: CommonConfig) -> EnvGroupFactory:
 
 
 def tasks_for(
-    config: CommonConfig, splits: Sequence[str], limit_per_split: int | None = None
+    config: CommonConfig,
+    splits: Sequence[str],
+    limit_per_split: int | None = None,
+    *,
+    progress: bool = False,
 ) -> list[TaskInfo]:
     """The games of `splits` (each sorted by id, cut to `limit_per_split`), split by split.
 
@@ -138,7 +142,7 @@ def tasks_for(
         return out
     from agentrl.envs.alfworld import AlfworldDataError, find_games
 
-    games = find_games(config.data_root, splits=tuple(splits))
+    games = find_games(config.data_root, splits=tuple(splits), progress=progress)
     tasks: list[TaskInfo] = []
     for split in splits:
         chosen = [g.to_task() for g in games if g.split == split]
