@@ -10,6 +10,8 @@ EXTRAS ?= all
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.agentrl-installed
 PYTEST_ARGS ?=
+# `make demo` replaces its earlier results in runs/demo (the generated games are reused).
+DEMO_ARGS ?= --overwrite
 
 .PHONY: install demo test test-slow lint typecheck bench clean
 
@@ -23,7 +25,7 @@ $(STAMP): pyproject.toml Makefile
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/01_reward_estimator_datum.py
+	$(BIN)/agentrl demo $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -104,3 +104,21 @@ def test_jsonl_files(group: TrajectoryGroup, tmp_path: Path) -> None:
     path.write_text(records[0].to_json() + "\n{}\n" + records[1].to_json() + "\n")
     with pytest.raises(RecordFileError, match=r"records\.jsonl:2"):
         list(read_records(path))
+
+
+def test_to_trajectory_keeps_every_metric(group: TrajectoryGroup) -> None:
+    from agentrl.metrics import episode_stats
+
+    for trajectory in group.trajectories:
+        line = TrajectoryRecord.from_trajectory(trajectory).to_json()
+        back = TrajectoryRecord.from_json(line).to_trajectory()
+        assert episode_stats([back]) == episode_stats([trajectory])
+        assert [t.status for t in back.turns] == [t.status for t in trajectory.turns]
+        assert [t.parsed.action for t in back.turns] == [t.parsed.action for t in trajectory.turns]
+        assert (back.task, back.tokens, back.stop_reason) == (
+            trajectory.task,
+            trajectory.tokens,
+            trajectory.stop_reason,
+        )
+        assert [m.content for m in back.messages] == [m.content for m in trajectory.messages]
+        assert back.turns[0].prompt_tokens == ()

@@ -24,12 +24,15 @@ from agentrl.backends.base import (
     TrainingBackend,
 )
 from agentrl.chat import ChatRenderer, ChatTemplateError, HistoryRewriteError
+from agentrl.config import EvalConfig, TrainConfig
 from agentrl.datums import Datum, build_datums, trajectory_to_datum
 from agentrl.env import EnvGroup, EnvGroupFactory
+from agentrl.evaluation import EvalOutcome, evaluate, evaluate_tasks, model_player
 from agentrl.rewards import RewardFn, WinMinusInvalid
 from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
 from agentrl.tool_calls import parse_tool_call
 from agentrl.tools import CommandTool, StatusTexts, ToolProtocol, ToolResult
+from agentrl.trainer import Trainer, TrainResult
 from agentrl.types import (
     Completion,
     CompletionStop,
@@ -64,6 +67,8 @@ __all__ = [
     "EnvGroup",
     "EnvGroupFactory",
     "EnvStep",
+    "EvalConfig",
+    "EvalOutcome",
     "ForwardBackwardResult",
     "GroupAdvantages",
     "GroupMean",
@@ -87,6 +92,9 @@ __all__ = [
     "ToolCall",
     "ToolProtocol",
     "ToolResult",
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
     "TrainingBackend",
     "Trajectory",
     "TrajectoryGroup",
@@ -95,6 +103,9 @@ __all__ = [
     "WinMinusInvalid",
     "__version__",
     "build_datums",
+    "evaluate",
+    "evaluate_tasks",
+    "model_player",
     "parse_tool_call",
     "rollout_batch",
     "rollout_group",

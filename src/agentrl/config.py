@@ -24,6 +24,7 @@ __all__ = [
     "BackendName",
     "CommonConfig",
     "EnvEngine",
+    "EnvName",
     "EstimatorName",
     "EvalConfig",
     "EvalPolicy",
@@ -64,6 +65,13 @@ class SwanLabMode(StrEnum):
     OFFLINE = "offline"
     LOCAL = "local"
     DISABLED = "disabled"
+
+
+class EnvName(StrEnum):
+    """Environments the command line can build (Python users pass any `EnvGroupFactory`)."""
+
+    ALFWORLD = "alfworld"
+    TOY = "toy"
 
 
 class EnvEngine(StrEnum):
@@ -111,6 +119,9 @@ class CommonConfig(BaseModel):
         None, description="local tokenizer folder (default: load the base model's tokenizer)"
     )
     device: str = Field("auto", description="torch device for the local backend (auto, cpu, cuda)")
+    env: EnvName = Field(
+        EnvName.ALFWORLD, description="environment: alfworld, or toy (tiny built-in task)"
+    )
     data_root: Path | None = Field(
         None, description="ALFWorld data root (default: $ALFWORLD_DATA, then the alfworld cache)"
     )
@@ -216,6 +227,9 @@ class TrainConfig(CommonConfig):
     resume: bool = Field(
         False, description="continue from the latest checkpoint in run_dir (same game order)"
     )
+    save_rollouts: bool = Field(
+        True, description="append every update's trajectories (text) to run_dir/rollouts.jsonl"
+    )
 
     @model_validator(mode="after")
     def _check_groups(self) -> Self:
@@ -242,14 +256,15 @@ class TrainConfig(CommonConfig):
         """Loss hyper-parameters (PPO clip thresholds)."""
         return LossConfig(clip_low=self.clip_low, clip_high=self.clip_high)
 
-    def advantage_estimator(self) -> AdvantageEstimator:
-        """The configured advantage estimator."""
+    def advantage_estimator(self, reward_fn: RewardFn | None = None) -> AdvantageEstimator:
+        """The configured advantage estimator (step-level ones score turns with `reward_fn`,
+        default: the configured reward)."""
         options = EstimatorOptions(
             gigpo_gamma=self.gigpo_gamma,
             gigpo_omega=self.gigpo_omega,
             gigpo_normalize_step=self.gigpo_normalize_step,
         )
-        return make_estimator(self.estimator.value, options, self.reward_fn())
+        return make_estimator(self.estimator.value, options, reward_fn or self.reward_fn())
 
 
 class EvalConfig(CommonConfig):

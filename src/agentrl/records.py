@@ -16,7 +16,19 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentrl.types import ParseErrorKind, StopReason, Trajectory, TurnStatus
+from agentrl.types import (
+    EnvStep,
+    Message,
+    ParsedAction,
+    ParseErrorKind,
+    Role,
+    StopReason,
+    TaskInfo,
+    TokenCounts,
+    Trajectory,
+    Turn,
+    TurnStatus,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -45,7 +57,7 @@ class _Record(BaseModel):
 class MessageRecord(_Record):
     """One chat message as text."""
 
-    role: str
+    role: Role
     content: str
     name: str | None = None
 
@@ -177,6 +189,39 @@ class TrajectoryRecord(_Record):
             extra=dict(extra or {}),
         )
 
+    def to_trajectory(self) -> Trajectory:
+        """The `Trajectory` this record describes, without token ids (counts are kept).
+
+        Enough for every metric in `agentrl.metrics`: statuses, parsed actions or parse
+        errors, environment feedback (done / won / admissible follow from the status), stop
+        reason, reward and token counts. Token and logprob tuples are empty.
+        """
+        last = len(self.turns) - 1
+        turns = tuple(
+            _turn_from_record(t, self.error if i == last else None)
+            for i, t in enumerate(self.turns)
+        )
+        return Trajectory(
+            turns=turns,
+            stop_reason=self.stop_reason,
+            won=self.won,
+            group_id=self.group_id,
+            task=TaskInfo(
+                task_id=self.task_id,
+                task_type=self.task_type,
+                description=self.description,
+                split=self.split,
+                path=self.game_path,
+            ),
+            reward=self.reward,
+            tokens=TokenCounts(**self.tokens.model_dump()),
+            messages=tuple(
+                Message(role=m.role, content=m.content, name=m.name) for m in self.messages
+            ),
+            branch=self.branch,
+            error=self.error,
+        )
+
     def to_json(self) -> str:
         """One line of JSON."""
         return self.model_dump_json()
@@ -185,6 +230,40 @@ class TrajectoryRecord(_Record):
     def from_json(cls, line: str) -> TrajectoryRecord:
         """Parse one JSON line (raises pydantic.ValidationError)."""
         return cls.model_validate_json(line)
+
+
+def _turn_from_record(record: TurnRecord, error: str | None) -> Turn:
+    """One turn back from its record (`error`: the trajectory's, for its last turn)."""
+    if record.action is not None:
+        parsed = ParsedAction(action=record.action)
+    else:
+        kind = record.parse_error or ParseErrorKind.MALFORMED
+        parsed = ParsedAction.failure(kind, record.parse_detail or "")
+    step = None
+    if record.observation is not None:
+        status = record.status
+        step = EnvStep(
+            observation=record.observation,
+            score=record.score or 0.0,
+            done=status in (TurnStatus.WON, TurnStatus.ENDED),
+            won=status is TurnStatus.WON,
+            admissible=status is not TurnStatus.NOT_ADMISSIBLE,
+            error=error,
+        )
+    message = None
+    if record.tool_message is not None:
+        message = Message(role="tool", content=record.tool_message)
+    return Turn(
+        prompt_tokens=(),
+        completion_tokens=(),
+        logprobs=(),
+        assistant_text=record.assistant_text,
+        parsed=parsed,
+        status=record.status,
+        env_step=step,
+        tool_message=message,
+        state_key=record.state_key,
+    )
 
 
 def append_records(path: str | os.PathLike[str], records: Iterable[TrajectoryRecord]) -> int:

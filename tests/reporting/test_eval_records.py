@@ -9,18 +9,13 @@ import pytest
 from reporting_helpers import make_trajectory, standard_set, write_eval_file
 
 from agentrl.metrics import OVERALL, episode_stats, eval_summaries
+from agentrl.records import TrajectoryRecord
 from agentrl.reporting.jsonl import JsonlError
-from agentrl.reporting.records import (
-    episode_id,
-    episode_record,
-    read_eval_file,
-    trajectory_from_record,
-    trajectory_record,
-)
+from agentrl.reporting.records import episode_id, episode_record, read_eval_file
 from agentrl.types import StopReason, TurnStatus
 
 
-def test_trajectory_record_round_trip_keeps_what_metrics_need() -> None:
+def test_episode_record_round_trip_keeps_what_metrics_need() -> None:
     t = make_trajectory(
         "g1",
         actions=("go to desk 1", None, "use desklamp 1", "examine desk 1"),
@@ -32,12 +27,14 @@ def test_trajectory_record_round_trip_keeps_what_metrics_need() -> None:
         ),
         stop_reason=StopReason.MAX_STEPS,
     )
-    record = trajectory_record(t)
-    text = json.dumps(record)
-    assert "prompt_tokens" not in text  # token ids are not stored
-    back = trajectory_from_record(json.loads(text))
+    episode = episode_record(t)
+    text = json.dumps(episode)
+    assert 'full_tokens": null' in text  # token ids are not stored
+    stored = json.loads(text)["trajectory"]
+    assert stored == TrajectoryRecord.from_trajectory(t).model_dump(mode="json")
+    back = TrajectoryRecord.model_validate(stored).to_trajectory()
     assert back.task == t.task
-    assert back.messages == t.messages
+    assert [(m.role, m.content) for m in back.messages] == [(m.role, m.content) for m in t.messages]
     assert back.tokens == t.tokens
     assert (back.stop_reason, back.won, back.reward) == (t.stop_reason, t.won, t.reward)
     assert [turn.status for turn in back.turns] == [turn.status for turn in t.turns]
@@ -46,10 +43,9 @@ def test_trajectory_record_round_trip_keeps_what_metrics_need() -> None:
     assert back.invalid_actions == 2
     assert back.env_steps == 3
     assert episode_stats([back]) == episode_stats([t])
-    turns = record["turns"]
-    assert isinstance(turns, list) and isinstance(turns[1], dict)
+    turns = stored["turns"]
     assert turns[1]["parse_error"] == "no_call"
-    assert turns[2]["admissible"] is False
+    assert turns[2]["status"] == "not_admissible"
 
 
 def test_episode_ids_are_stable_and_unique() -> None:

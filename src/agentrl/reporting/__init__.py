@@ -13,8 +13,6 @@ from agentrl.reporting.records import (
     read_eval_file,
     run_record,
     summary_record,
-    trajectory_from_record,
-    trajectory_record,
 )
 from agentrl.reporting.sinks import (
     SUMMARY_COLUMNS,
@@ -51,6 +49,4 @@ __all__ = [
     "read_jsonl",
     "run_record",
     "summary_record",
-    "trajectory_from_record",
-    "trajectory_record",
 ]

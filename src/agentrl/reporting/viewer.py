@@ -15,43 +15,44 @@ from importlib import resources
 from pathlib import Path
 
 from agentrl.metrics import SplitSummary
+from agentrl.records import TrajectoryRecord
 from agentrl.reporting.records import EvalFile, read_eval_file, summaries_in_order
-from agentrl.types import JsonObject, JsonValue, Trajectory
+from agentrl.types import JsonObject, JsonValue
 
 __all__ = ["render_html", "viewer_data", "write_viewer"]
 
 
-def _episode(episode_id: str, t: Trajectory) -> JsonObject:
-    first_user = next((m.content for m in t.messages if m.role == "user"), "")
-    system = next((m.content for m in t.messages if m.role == "system"), "")
+def _episode(episode_id: str, r: TrajectoryRecord) -> JsonObject:
+    first_user = next((m.content for m in r.messages if m.role == "user"), "")
+    system = next((m.content for m in r.messages if m.role == "system"), "")
     turns: list[JsonValue] = []
-    for i, turn in enumerate(t.turns, start=1):
-        step = turn.env_step
-        error = turn.parsed.error
+    last = len(r.turns) - 1
+    for i, turn in enumerate(r.turns):
+        error = turn.parse_error
         turns.append(
             {
-                "n": i,
-                "action": turn.parsed.action,
-                "error": f"{error.kind.value}: {error.detail}" if error else None,
+                "n": i + 1,
+                "action": turn.action,
+                "error": f"{error.value}: {turn.parse_detail or ''}" if error else None,
                 "status": turn.status.value,
-                "observation": step.observation if step else None,
-                "env_error": step.error if step else None,
+                "observation": turn.observation,
+                "env_error": r.error if i == last and r.stop_reason == "env_error" else None,
                 "text": turn.assistant_text,
             }
         )
     return {
         "id": episode_id,
-        "split": t.task.split,
-        "task_id": t.task.task_id,
-        "task_type": t.task.task_type,
-        "description": t.task.description,
-        "won": t.won,
-        "reward": t.reward,
-        "stop_reason": t.stop_reason.value,
-        "error": t.error,
-        "invalid": t.invalid_actions,
-        "env_steps": t.env_steps,
-        "tokens": t.tokens.total,
+        "split": r.split,
+        "task_id": r.task_id,
+        "task_type": r.task_type,
+        "description": r.description,
+        "won": r.won,
+        "reward": r.reward,
+        "stop_reason": r.stop_reason.value,
+        "error": r.error,
+        "invalid": r.invalid_actions,
+        "env_steps": r.env_steps,
+        "tokens": r.tokens.total,
         "system": system,
         "first_user": first_user,
         "turns": turns,
@@ -78,7 +79,7 @@ def viewer_data(data: EvalFile) -> JsonObject:
         "label": data.label,
         "source": data.path.name,
         "summaries": [_summary(s) for s in summaries],
-        "episodes": [_episode(e.episode_id, e.trajectory) for e in data.episodes],
+        "episodes": [_episode(e.episode_id, e.record) for e in data.episodes],
     }
 
 

@@ -1,0 +1,366 @@
+"""Evaluation: play validation games, one JSONL file of episodes, summaries per split and type.
+
+`evaluate_tasks` is the engine: it plays games concurrently (at most `games_per_batch` at a
+time), appends every episode to the output file as soon as its game ends (flushed, so a crash
+loses only the games still running), and at the end writes one `type=summary` record per split
+and `overall` (see docs/evaluation.md). An existing file is never overwritten unless asked;
+`resume=True` skips the episodes already in it and finishes the rest. Who plays is a `PlayFn`
+(one game in, one `TrajectoryGroup` out): `model_player` (the rollout engine and a `Sampler`)
+or `planner_player` (the ALFWorld planner baseline through the same engine, so its episodes,
+statuses and metrics are recorded exactly like a model's).
+
+`evaluate(config)` assembles everything from an `EvalConfig` (what `agentrl eval` runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentrl.backends.base import Sampler, SamplingParams
+from agentrl.chat import ChatRenderer
+from agentrl.config import EvalConfig, EvalPolicy
+from agentrl.env import EnvGroupFactory
+from agentrl.metrics import SplitSummary, eval_summaries
+from agentrl.records import TrajectoryRecord
+from agentrl.reporting.jsonl import JsonlWriter, WriteMode
+from agentrl.reporting.records import (
+    episode_id,
+    episode_record,
+    read_eval_file,
+    run_record,
+    summary_record,
+)
+from agentrl.reporting.sinks import MetricSink
+from agentrl.rewards import RewardFn
+from agentrl.rollout import RolloutConfig, rollout_group
+from agentrl.tools import CommandTool, ToolProtocol
+from agentrl.types import (
+    Completion,
+    CompletionStop,
+    JsonObject,
+    StopReason,
+    TaskInfo,
+    Trajectory,
+    TrajectoryGroup,
+)
+
+if TYPE_CHECKING:
+    from agentrl.envs.alfworld.planner import PlanSource
+
+__all__ = [
+    "EvalOutcome",
+    "PlayFn",
+    "default_label",
+    "evaluate",
+    "evaluate_tasks",
+    "model_player",
+    "planner_player",
+]
+
+log = logging.getLogger(__name__)
+
+PlayFn = Callable[[TaskInfo], Awaitable[TrajectoryGroup]]
+"""Plays one game and returns its trajectories (one per sample)."""
+
+RESUME_IGNORED = frozenset({"resume", "overwrite_output", "games_per_batch", "swanlab_mode"})
+"""Settings that may differ between an interrupted evaluation and its `--resume`."""
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    """What an evaluation wrote."""
+
+    path: Path
+    label: str
+    summaries: tuple[SplitSummary, ...]
+    """Per split, then `overall`, over every episode in the file."""
+    played: int
+    """Episodes played by this call."""
+    skipped: int
+    """Episodes already in the file (resume)."""
+
+
+def model_player(
+    *,
+    env_factory: EnvGroupFactory,
+    sampler: Sampler,
+    renderer: ChatRenderer,
+    protocol: ToolProtocol,
+    rollout: RolloutConfig,
+    reward_fn: RewardFn,
+) -> PlayFn:
+    """Games played by a model through the rollout engine."""
+
+    async def play(task: TaskInfo) -> TrajectoryGroup:
+        return await rollout_group(
+            task,
+            env_factory=env_factory,
+            sampler=sampler,
+            renderer=renderer,
+            protocol=protocol,
+            config=rollout,
+            reward_fn=reward_fn,
+        )
+
+    return play
+
+
+class _ReplySampler:
+    """Replies with the k-th scripted text at the k-th assistant turn of a trajectory."""
+
+    def __init__(self, renderer: ChatRenderer, replies: Sequence[str], fallback: str) -> None:
+        self.renderer = renderer
+        self.replies = list(replies)
+        self.fallback = fallback
+        self._ends: dict[tuple[int, ...], int] = {}
+
+    def _turn(self, prompt: tuple[int, ...]) -> int:
+        best, turn = -1, 0
+        for end, index in self._ends.items():
+            if len(end) > best and prompt[: len(end)] == end:
+                best, turn = len(end), index
+        return turn
+
+    async def sample(
+        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
+    ) -> list[Completion]:
+        prompt = tuple(prompt_tokens)
+        turn = self._turn(prompt)
+        text = self.replies[turn] if turn < len(self.replies) else self.fallback
+        tokens = list(self.renderer.encode(text))
+        stop = CompletionStop.STOP
+        if params.stop_tokens:
+            tokens.append(params.stop_tokens[0])
+        if len(tokens) > params.max_tokens:
+            tokens, stop = tokens[: params.max_tokens], CompletionStop.LENGTH
+        completion = Completion(tuple(tokens), (0.0,) * len(tokens), stop)
+        self._ends[prompt + completion.tokens] = turn + 1
+        return [completion] * num_samples
+
+
+def planner_player(
+    *,
+    env_factory: EnvGroupFactory,
+    renderer: ChatRenderer,
+    protocol: CommandTool,
+    rollout: RolloutConfig,
+    reward_fn: RewardFn,
+    source: PlanSource = "auto",
+) -> PlayFn:
+    """ALFWorld games played by the planner baseline, as tool calls through the rollout engine.
+
+    Each game's plan comes from `agentrl.envs.alfworld.PlannerPolicy` (the game's stored
+    walkthrough, the expert, or Fast Downward); every plan step is sent as the protocol's tool
+    call, so statuses, rewards and records are exactly those a model would get.
+    """
+    from agentrl.envs.alfworld import PlannerPolicy
+
+    async def play(task: TaskInfo) -> TrajectoryGroup:
+        policy = PlannerPolicy(source)
+        await policy.start(task, rollout.group_size)
+        replies = [protocol.call_text(action) for action in policy.plan]
+        sampler = _ReplySampler(renderer, replies, protocol.call_text("look"))
+        return await rollout_group(
+            task,
+            env_factory=env_factory,
+            sampler=sampler,
+            renderer=renderer,
+            protocol=protocol,
+            config=rollout,
+            reward_fn=reward_fn,
+        )
+
+    return play
+
+
+def _failed_group(task: TaskInfo, samples: int, error: BaseException) -> TrajectoryGroup:
+    """A game whose player raised: every sample recorded as an `env_error` episode."""
+    message = f"{type(error).__name__}: {error}"
+    trajectories = tuple(
+        Trajectory(
+            turns=(),
+            stop_reason=StopReason.ENV_ERROR,
+            won=False,
+            group_id=task.task_id,
+            task=task,
+            branch=i,
+            error=message,
+        )
+        for i in range(samples)
+    )
+    return TrajectoryGroup(group_id=task.task_id, task=task, trajectories=trajectories)
+
+
+def _open(
+    output: Path, overwrite: bool, resume: bool, run_config: JsonObject
+) -> tuple[WriteMode, frozenset[str]]:
+    """How to open the output, and the episode ids it already holds."""
+    if not output.exists():
+        return WriteMode.CREATE, frozenset()
+    if overwrite:
+        return WriteMode.OVERWRITE, frozenset()
+    if not resume:
+        raise FileExistsError(
+            f"{output} already exists; refusing to overwrite it. Pass --resume to finish an "
+            "interrupted evaluation, --overwrite-output to replace it, or another --output."
+        )
+    data = read_eval_file(output)
+    differs = sorted(
+        key
+        for key in set(data.config) | set(run_config)
+        if key not in RESUME_IGNORED and data.config.get(key) != run_config.get(key)
+    )
+    if data.config and differs:
+        detail = ", ".join(f"{k}: {data.config.get(k)!r} -> {run_config.get(k)!r}" for k in differs)
+        raise ValueError(
+            f"{output} was written with other settings ({detail}); resume it with the same "
+            "settings, or write a new --output"
+        )
+    return WriteMode.APPEND, data.finished_ids
+
+
+async def evaluate_tasks(
+    tasks: Sequence[TaskInfo],
+    play: PlayFn,
+    output: Path,
+    *,
+    label: str,
+    samples_per_game: int = 1,
+    games_per_batch: int = 16,
+    run_config: JsonObject | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    sinks: MetricSink | None = None,
+    progress: bool = True,
+) -> EvalOutcome:
+    """Play every task (`samples_per_game` episodes each) and write the eval JSONL file."""
+    if games_per_batch < 1:
+        raise ValueError(f"games_per_batch must be >= 1, got {games_per_batch}")
+    output = Path(output)
+    config = dict(run_config or {})
+    mode, finished = _open(output, overwrite, resume, config)
+    ids = {t.task_id: [episode_id(t, s) for s in range(samples_per_game)] for t in tasks}
+    todo = [t for t in tasks if not all(e in finished for e in ids[t.task_id])]
+    skipped = sum(1 for t in tasks for e in ids[t.task_id] if e in finished)
+    gate = asyncio.Semaphore(games_per_batch)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm  # type: ignore[import-untyped]
+
+        bar = tqdm(total=len(todo), desc=f"eval {label}", unit="game")
+    wins = played = 0
+    with JsonlWriter(output, mode) as writer:
+        if mode is not WriteMode.APPEND:
+            writer.write(run_record(label, config))
+
+        async def one(task: TaskInfo) -> None:
+            nonlocal wins, played
+            async with gate:
+                try:
+                    group = await play(task)
+                except Exception as exc:  # a broken game is recorded, the rest goes on
+                    log.warning("game %s failed: %s", task.task_id, exc)
+                    group = _failed_group(task, samples_per_game, exc)
+            for sample, trajectory in enumerate(group.trajectories):
+                if episode_id(task, sample) in finished:
+                    continue
+                writer.write(episode_record(TrajectoryRecord.from_trajectory(trajectory), sample))
+                played += 1
+                wins += trajectory.won
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(success=f"{wins / max(played, 1):.1%}")
+
+        try:
+            await asyncio.gather(*(one(t) for t in todo))
+        finally:
+            if bar is not None:
+                bar.close()
+        data = read_eval_file(output)
+        wanted = {e for es in ids.values() for e in es}
+        chosen = [e.trajectory for e in data.episodes if e.episode_id in wanted]
+        summaries = eval_summaries(chosen)
+        for summary in summaries:
+            writer.write(summary_record(summary, label))
+    if sinks is not None:
+        for summary in summaries:
+            sinks.log(f"eval/{summary.split}", 0, summary)
+    return EvalOutcome(output, label, summaries, played, skipped)
+
+
+def default_label(config: EvalConfig) -> str:
+    """`planner`, `base`, or the checkpoint's name (`update-0040`)."""
+    if config.experiment_name:
+        return config.experiment_name
+    if config.policy is EvalPolicy.PLANNER:
+        return "planner"
+    if config.model_path is None:
+        return "base"
+    parts = [p for p in config.model_path.removesuffix(".json").split("/") if p]
+    if len(parts) > 1 and parts[-1] == "sampler":  # <checkpoint>/sampler
+        return parts[-2]
+    return parts[-1] if parts else config.model_path
+
+
+async def evaluate(
+    config: EvalConfig, *, sinks: MetricSink | None = None, progress: bool = True
+) -> EvalOutcome:
+    """Run the evaluation `config` describes (what `agentrl eval` does)."""
+    from agentrl import recipe
+
+    if config.output.exists() and not (config.overwrite_output or config.resume):
+        _open(config.output, False, False, {})  # refuse before loading any model
+    recipe.check_credentials(config)
+    tasks = recipe.tasks_for(config, config.split.splits, config.limit_per_split, progress=progress)
+    protocol = recipe.tool_protocol_for(config)
+    planner = config.policy is EvalPolicy.PLANNER
+    tokenizer: Any
+    if planner and config.tokenizer_path is None:
+        from agentrl.tokenizer import build_qwen_tokenizer
+
+        tokenizer = build_qwen_tokenizer()  # token counts only; no model is involved
+    else:
+        tokenizer = recipe.tokenizer_for(config)
+    renderer = recipe.renderer_for(tokenizer, protocol)
+    rollout = recipe.rollout_config_for(
+        config, config.trajectories_per_game, config.sampling_params()
+    )
+    env_factory = recipe.env_factory_for(config)
+    if planner:
+        if config.env.value != "alfworld":
+            raise ValueError("--policy planner plays ALFWorld games only; use --env alfworld")
+        play = planner_player(
+            env_factory=env_factory,
+            renderer=renderer,
+            protocol=protocol,
+            rollout=rollout,
+            reward_fn=config.reward_fn(),
+        )
+    else:
+        sampler = await recipe.eval_sampler_for(config, tokenizer)
+        play = model_player(
+            env_factory=env_factory,
+            sampler=sampler,
+            renderer=renderer,
+            protocol=protocol,
+            rollout=rollout,
+            reward_fn=config.reward_fn(),
+        )
+    return await evaluate_tasks(
+        tasks,
+        play,
+        config.output,
+        label=default_label(config),
+        samples_per_game=config.trajectories_per_game,
+        games_per_batch=config.games_per_batch,
+        run_config=config.model_dump(mode="json"),
+        overwrite=config.overwrite_output,
+        resume=config.resume,
+        sinks=sinks,
+        progress=progress,
+    )

@@ -1,0 +1,273 @@
+"""The recipe's components built from a config: tokenizer, tools, games, envs, backend, sampler.
+
+`agentrl train` / `agentrl eval` (and the demo) assemble their parts here, by name; Python
+users may build any of them themselves and pass objects to `Trainer` / `evaluate_tasks`.
+Heavy dependencies (torch, TextWorld, the PyTRIO SDK) are imported only when the part that
+needs them is built, with an error naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentrl.backends.base import Sampler, SamplingParams, TrainingBackend
+from agentrl.chat import ChatRenderer
+from agentrl.checkpoints import resolve_model_path
+from agentrl.config import (
+    BackendName,
+    CommonConfig,
+    EnvName,
+    EvalConfig,
+    EvalPolicy,
+    SwanLabMode,
+    TrainConfig,
+)
+from agentrl.env import EnvGroupFactory
+from agentrl.rollout import RolloutConfig
+from agentrl.tools import CommandTool
+from agentrl.types import TaskInfo
+
+if TYPE_CHECKING:
+    from agentrl.backends.local import LocalBackend
+
+__all__ = [
+    "TINY_MODEL",
+    "TINY_MODEL_SEED",
+    "TOY_SEEDS",
+    "check_credentials",
+    "env_factory_for",
+    "eval_sampler_for",
+    "local_backend_for",
+    "renderer_for",
+    "rollout_config_for",
+    "tasks_for",
+    "tokenizer_for",
+    "tool_protocol_for",
+    "training_backend_for",
+]
+
+TINY_MODEL = "tiny"
+"""`--base-model tiny`: a small random-initialised Qwen3-architecture model (local backend)."""
+
+TINY_MODEL_SEED = 0
+"""The tiny model's weights are always drawn with this seed, like a named checkpoint, so a
+LoRA trained on it can be evaluated later whatever `--seed` says."""
+
+TOY_SEEDS = {"train": 0, "valid_seen": 10_000, "valid_unseen": 20_000}
+"""First task seed of each toy split (disjoint ranges)."""
+
+TOY_TRAIN_GAMES = 64
+TOY_EVAL_GAMES = 16
+
+
+def tokenizer_for(config: CommonConfig) -> Any:
+    """`--tokenizer-path`, else the project's Qwen tokenizer for `tiny`, else the model's own.
+
+    The result is a `transformers` tokenizer (it satisfies `agentrl.chat.ChatTokenizer`).
+    """
+    from agentrl import tokenizer as tokenizers
+
+    if config.tokenizer_path is not None:
+        return tokenizers.load_tokenizer(config.tokenizer_path)
+    if config.base_model == TINY_MODEL:
+        return tokenizers.build_qwen_tokenizer()
+    try:
+        return tokenizers.load_tokenizer(config.base_model)
+    except OSError as exc:
+        raise OSError(
+            f"{exc}\nFor --base-model {config.base_model} pass --tokenizer-path DIR (a folder "
+            "with the model's tokenizer.json and chat template)."
+        ) from None
+
+
+def tool_protocol_for(config: CommonConfig) -> CommandTool:
+    """The environment's tool protocol (admissible actions listed per `show_admissible`)."""
+    if config.env is EnvName.TOY:
+        from agentrl.envs.toy import toy_tool_protocol
+
+        return toy_tool_protocol(include_admissible=config.show_admissible)
+    from agentrl.envs.alfworld.tools import alfworld_tool_protocol
+
+    return alfworld_tool_protocol(include_admissible=config.show_admissible)
+
+
+def renderer_for(tokenizer: Any, protocol: CommandTool) -> ChatRenderer:
+    """The chat renderer for `tokenizer` and the protocol's tools (thinking disabled)."""
+    return ChatRenderer(tokenizer, protocol.tools)
+
+
+def env_factory_for(config: CommonConfig) -> EnvGroupFactory:
+    """The `EnvGroupFactory` of the configured environment."""
+    if config.env is EnvName.TOY:
+        from agentrl.envs.toy import ToyEnvGroup
+
+        steps = config.max_episode_steps
+
+        def toy(task: TaskInfo, group_size: int) -> ToyEnvGroup:
+            return ToyEnvGroup(task, group_size, max_steps=steps)
+
+        return toy
+    from agentrl.envs.alfworld import AlfworldEnvOptions, alfworld_group_factory
+
+    options = AlfworldEnvOptions(max_steps=config.max_episode_steps, engine=config.env_engine.value)
+    return alfworld_group_factory(options)
+
+
+def tasks_for(
+    config: CommonConfig,
+    splits: Sequence[str],
+    limit_per_split: int | None = None,
+    *,
+    progress: bool = False,
+) -> list[TaskInfo]:
+    """The games of `splits` (each sorted by id, cut to `limit_per_split`), split by split.
+
+    ALFWorld games come from the data root (`--data-root`, `$ALFWORLD_DATA`, the alfworld
+    cache); a missing root raises `AlfworldDataError` saying how to get or generate games.
+    """
+    if config.env is EnvName.TOY:
+        from agentrl.envs.toy import toy_tasks
+
+        out: list[TaskInfo] = []
+        for split in splits:
+            if split not in TOY_SEEDS:
+                raise ValueError(f"unknown split {split!r}; expected one of {sorted(TOY_SEEDS)}")
+            count = TOY_TRAIN_GAMES if split == "train" else TOY_EVAL_GAMES
+            count = min(count, limit_per_split) if limit_per_split else count
+            out.extend(toy_tasks(count, seed=TOY_SEEDS[split], split=split))
+        return out
+    from agentrl.envs.alfworld import AlfworldDataError, find_games
+
+    games = find_games(config.data_root, splits=tuple(splits), progress=progress)
+    tasks: list[TaskInfo] = []
+    for split in splits:
+        chosen = [g.to_task() for g in games if g.split == split]
+        if not chosen:
+            raise AlfworldDataError(
+                f"no {split} games under the data root "
+                f"{config.data_root or '(default)'}; generate some with `agentrl generate "
+                f"--out DIR --{split.replace('_', '-')} 12` or choose another split"
+            )
+        tasks.extend(chosen[:limit_per_split] if limit_per_split else chosen)
+    return tasks
+
+
+def rollout_config_for(
+    config: CommonConfig, group_size: int, sampling: SamplingParams
+) -> RolloutConfig:
+    """Budgets of the config with the given group size and sampling parameters."""
+    return RolloutConfig(
+        group_size=group_size,
+        max_env_steps=config.max_episode_steps,
+        max_trajectory_tokens=config.max_trajectory_tokens,
+        max_assistant_tokens=config.max_assistant_tokens,
+        sampling=sampling,
+    )
+
+
+def check_credentials(config: CommonConfig) -> None:
+    """Fail fast, before any heavy work, when a remote backend or SwanLab has no credentials."""
+    planner = isinstance(config, EvalConfig) and config.policy is EvalPolicy.PLANNER
+    if config.backend in (BackendName.PYTRIO, BackendName.TINKER) and not planner:
+        from agentrl.backends.pytrio_sdk import sdk_for
+
+        sdk_for(config.backend.value).check_api_key(None)
+    if config.swanlab_mode is SwanLabMode.ONLINE:
+        from agentrl.reporting.swanlab import has_credentials
+
+        if not has_credentials():
+            raise PermissionError(
+                "--swanlab-mode online needs SwanLab credentials: run `swanlab login` or set "
+                "SWANLAB_API_KEY (or use --swanlab-mode offline / local / disabled)"
+            )
+
+
+def local_backend_for(
+    config: CommonConfig,
+    tokenizer: Any,
+    checkpoint_dir: Path,
+    lora_rank: int,
+    lora_alpha: float | None = None,
+) -> LocalBackend:
+    """The local torch backend: the `tiny` random model, or a model from a path or HF cache."""
+    from agentrl.backends.local import LocalBackend, LoraSpec
+
+    lora = LoraSpec(rank=lora_rank) if lora_alpha is None else LoraSpec(lora_rank, lora_alpha)
+    if config.base_model == TINY_MODEL:
+        from agentrl.backends.local.model import qwen3_config, random_causal_lm, select_device
+
+        device = select_device(config.device)
+        model_config = qwen3_config("tiny", vocab_size=len(tokenizer))  # type: ignore[arg-type]
+        model = random_causal_lm(model_config, seed=TINY_MODEL_SEED, device=device)
+        return LocalBackend(
+            model,
+            lora=lora,
+            device=device,
+            checkpoint_dir=checkpoint_dir,
+            tokenizer=tokenizer,
+            seed=config.seed,
+        )
+    return LocalBackend.from_pretrained(
+        config.base_model,
+        device=config.device,
+        tokenizer=tokenizer,
+        lora=lora,
+        checkpoint_dir=checkpoint_dir,
+        seed=config.seed,
+    )
+
+
+async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingBackend:
+    """The configured training backend (a fresh LoRA run on the base model)."""
+    if config.backend is BackendName.LOCAL:
+        return local_backend_for(
+            config, tokenizer, config.run_dir / "checkpoints", config.lora_rank
+        )
+    from agentrl.backends.pytrio import PyTrioBackend
+
+    return await PyTrioBackend.create(
+        config.base_model,
+        rank=config.lora_rank,
+        seed=config.seed,
+        tokenizer=tokenizer,
+        sdk=config.backend.value,
+    )
+
+
+async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
+    """A sampler of the base model, or of the checkpoint `config.model_path` names."""
+    sampler_path: str | None = None
+    if config.model_path is not None:
+        sampler_path, info = resolve_model_path(config.model_path)
+        if info is not None and info.base_model != config.base_model:
+            raise ValueError(
+                f"checkpoint {info.name} was trained on --base-model {info.base_model}, but "
+                f"this evaluation uses {config.base_model}; pass --base-model {info.base_model}"
+            )
+    if config.backend is BackendName.LOCAL:
+        rank, alpha = 8, None
+        if sampler_path is not None:
+            adapter = Path(sampler_path) / "adapter_config.json"
+            if not adapter.is_file():
+                raise FileNotFoundError(
+                    f"{adapter} not found: --model-path must name a local backend checkpoint"
+                )
+            settings = json.loads(adapter.read_text(encoding="utf-8"))
+            rank, alpha = int(settings["r"]), float(settings["lora_alpha"])
+        # Nothing is saved by an evaluation: the checkpoint folder is never created.
+        backend = local_backend_for(config, tokenizer, config.output.parent, rank, alpha)
+        if sampler_path is not None:
+            await backend.load_sampler_weights(sampler_path)
+        return await backend.sampler()
+    from agentrl.backends.pytrio import RemoteSampler
+    from agentrl.backends.pytrio_sdk import sdk_for
+
+    sdk = sdk_for(config.backend.value)
+    service = await asyncio.to_thread(sdk.connect, None)
+    limits = await sdk.limits(service, config.base_model)
+    client = await sdk.sampling_client(service, config.base_model, sampler_path)
+    return RemoteSampler(client, sdk=sdk, limits=limits)

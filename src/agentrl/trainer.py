@@ -1,0 +1,373 @@
+"""The training loop: rollouts, rewards, advantages, datums, one PPO step per update.
+
+Each update `n` (1-based):
+
+1. a sampler for the latest weights (`TrainingBackend.sampler()`);
+2. batch `n - 1` of the seeded game stream (`task_batch`: a pure function of the games, the
+   seed and the index, so a resumed run plays exactly the games an uninterrupted one would);
+3. one group of `group_size` trajectories per game through the rollout engine, scored by the
+   reward function;
+4. advantages by the configured estimator; trajectories whose advantages are all zero are
+   skipped; one datum per remaining trajectory;
+5. one `forward_backward` (PPO, clip 0.8 / 1.2 by default) and one `optim_step` (skipped when
+   no datum is left, e.g. every group degenerate);
+6. metrics (reward, success overall and per task type, invalid actions, env steps, tokens,
+   truncation, degenerate groups, loss, seconds per phase) to the sinks; the trajectories (as
+   text) to `rollouts.jsonl`.
+
+Checkpoints (training state + sampler weights) are saved every `save_every` updates and at the
+end, each described by `<run_dir>/checkpoints/update-NNNN.json`. `resume=True` loads the latest
+one and continues with the next update. Ctrl-C (task cancellation) lets a started optimizer
+step finish, saves a checkpoint of the last completed update, and re-raises.
+
+The trainer talks to the model only through `TrainingBackend` / `Sampler` and to the world only
+through an `EnvGroupFactory`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from agentrl.advantages import AdvantageEstimator, check_finite
+from agentrl.backends.base import ForwardBackwardResult, TrainingBackend
+from agentrl.chat import ChatRenderer
+from agentrl.checkpoints import (
+    CHECKPOINTS_DIR,
+    METRICS_FILE,
+    ROLLOUTS_FILE,
+    RUN_FILE,
+    CheckpointInfo,
+    check_run_dir,
+    latest_checkpoint,
+)
+from agentrl.config import TrainConfig
+from agentrl.datums import Datum, build_datums
+from agentrl.env import EnvGroupFactory
+from agentrl.metrics import UpdateMetrics, update_metrics
+from agentrl.records import TrajectoryRecord, append_records
+from agentrl.reporting.sinks import MetricSink, make_sinks
+from agentrl.rewards import RewardFn
+from agentrl.rollout import RolloutConfig, rollout_batch
+from agentrl.tools import ToolProtocol
+from agentrl.types import TaskInfo, TrajectoryGroup
+
+__all__ = ["TrainResult", "Trainer", "task_batch"]
+
+log = logging.getLogger(__name__)
+
+
+def task_batch(tasks: Sequence[TaskInfo], batch_size: int, seed: int, index: int) -> list[TaskInfo]:
+    """Batch `index` of the endless stream of seeded passes over `tasks` (sorted by id first).
+
+    Each pass is a fresh seeded shuffle and a batch may straddle two passes. The result depends
+    only on the arguments, which is what makes resuming exact.
+    """
+    if batch_size < 1 or index < 0 or not tasks:
+        raise ValueError(f"need batch_size >= 1, index >= 0 and tasks (got {batch_size}, {index})")
+    ordered = sorted(tasks, key=lambda t: (t.split, t.task_id))
+    n = len(ordered)
+    passes: dict[int, list[TaskInfo]] = {}
+    batch = []
+    for position in range(index * batch_size, (index + 1) * batch_size):
+        epoch = position // n
+        if epoch not in passes:
+            passes[epoch] = list(ordered)
+            random.Random(seed * 1_000_003 + epoch).shuffle(passes[epoch])
+        batch.append(passes[epoch][position % n])
+    return batch
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What `Trainer.run` did."""
+
+    last_update: int
+    """The last completed update (the update counter)."""
+    checkpoints: tuple[CheckpointInfo, ...]
+    """Checkpoints saved by this call, in order."""
+    metrics: tuple[UpdateMetrics, ...]
+    """Metrics of the updates run by this call."""
+
+
+def _fingerprint(tasks: Sequence[TaskInfo]) -> str:
+    ids = sorted(f"{t.split}/{t.task_id}" for t in tasks)
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+ORDER_FIELDS = ("seed", "games_per_batch", "group_size")
+"""Settings a resumed run must share with the run it continues."""
+
+
+class Trainer:
+    """Runs the update loop of one training run (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        config: TrainConfig,
+        backend: TrainingBackend,
+        env_factory: EnvGroupFactory,
+        tasks: Sequence[TaskInfo],
+        renderer: ChatRenderer,
+        protocol: ToolProtocol,
+        estimator: AdvantageEstimator | None = None,
+        reward_fn: RewardFn | None = None,
+        sinks: MetricSink | None = None,
+        progress: bool = True,
+    ) -> None:
+        if not tasks:
+            raise ValueError("Trainer needs at least one training task")
+        self.config = config
+        self.backend = backend
+        self.env_factory = env_factory
+        self.tasks = list(tasks)
+        self.renderer = renderer
+        self.protocol = protocol
+        self.reward_fn = reward_fn or config.reward_fn()
+        self.estimator = estimator or config.advantage_estimator(self.reward_fn)
+        self.run_dir = Path(config.run_dir)
+        self._sinks = sinks
+        self._own_sinks = sinks is None
+        self.progress = progress
+        self.rollout = RolloutConfig(
+            group_size=config.group_size,
+            max_env_steps=config.max_episode_steps,
+            max_trajectory_tokens=config.max_trajectory_tokens,
+            max_assistant_tokens=config.max_assistant_tokens,
+            # No fixed per-request seed: every request would draw the same random numbers.
+            # The backend's sampler is seeded from `config.seed` instead.
+            sampling=replace(config.sampling_params(), seed=None),
+        )
+        self.completed = 0
+        """The last completed update."""
+        self.last_saved: CheckpointInfo | None = None
+        self._pending: UpdateMetrics | None = None
+
+    # -- one update ------------------------------------------------------------------------
+
+    async def rollout_update(self, number: int) -> list[TrajectoryGroup]:
+        """Roll out the games of update `number` with the latest weights."""
+        sampler = await self.backend.sampler()
+        tasks = task_batch(self.tasks, self.config.games_per_batch, self.config.seed, number - 1)
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm  # type: ignore[import-untyped]
+
+            bar = tqdm(total=len(tasks), desc=f"update {number} rollout", unit="game", leave=False)
+
+        def tick(_: TrajectoryGroup) -> None:
+            if bar is not None:
+                bar.update(1)
+
+        try:
+            return await rollout_batch(
+                tasks,
+                env_factory=self.env_factory,
+                sampler=sampler,
+                renderer=self.renderer,
+                protocol=self.protocol,
+                config=self.rollout,
+                reward_fn=self.reward_fn,
+                max_concurrent_groups=self.config.max_concurrent_games or len(tasks),
+                on_group=tick,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+
+    async def _train(
+        self, datums: Sequence[Datum]
+    ) -> tuple[ForwardBackwardResult, dict[str, float]]:
+        config = self.config
+        started = time.perf_counter()
+        result = await self.backend.forward_backward(datums, config.loss, config.loss_config())
+        middle = time.perf_counter()
+        optim = dict(await self.backend.optim_step(config.adam_params()))
+        optim["time/forward_backward"] = middle - started
+        optim["time/optim_step"] = time.perf_counter() - middle
+        return result, optim
+
+    async def update(self, number: int) -> UpdateMetrics:
+        """Run update `number`; a cancellation during its optimizer step lets the step finish."""
+        timings: dict[str, float] = {}
+        started = clock = time.perf_counter()
+        groups = await self.rollout_update(number)
+        timings["rollout"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        advantages = self.estimator.estimate(groups)
+        check_finite(advantages)
+        datums = build_datums(groups, advantages, skip_zero_advantage=True)
+        timings["advantages"] = time.perf_counter() - clock
+        result: ForwardBackwardResult | None = None
+        scalars: dict[str, float] = {}
+        cancelled = False
+        if datums:
+            step = asyncio.ensure_future(self._train(datums))
+            try:
+                trained = await asyncio.shield(step)
+            except asyncio.CancelledError:
+                trained = await step  # the weights change now: count the update
+                cancelled = True
+            result, scalars = trained
+            timings["forward_backward"] = scalars.pop("time/forward_backward")
+            timings["optim_step"] = scalars.pop("time/optim_step")
+            scalars.update({f"fb/{k}": v for k, v in trained[0].metrics.items()})
+        timings["total"] = time.perf_counter() - started
+        metrics = update_metrics(
+            number,
+            groups,
+            advantages,
+            loss=None if result is None else result.loss,
+            trained_tokens=0 if result is None else result.num_tokens,
+            backend=scalars,
+            timings=timings,
+        )
+        self._finish(number, groups, metrics)
+        if cancelled:
+            raise asyncio.CancelledError
+        return metrics
+
+    def _finish(
+        self, number: int, groups: Sequence[TrajectoryGroup], metrics: UpdateMetrics
+    ) -> None:
+        self.completed = number
+        if self.config.save_rollouts:
+            extra: Mapping[str, int] = {"update": number}
+            records = (
+                TrajectoryRecord.from_trajectory(t, extra=extra)
+                for g in groups
+                for t in g.trajectories
+            )
+            append_records(self.run_dir / ROLLOUTS_FILE, records)
+        self._pending = metrics
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    async def save(self, number: int) -> CheckpointInfo:
+        """Save a checkpoint of the current weights as update `number`."""
+        name = f"update-{number:04d}"
+        ref = await self.backend.save(name)
+        info = CheckpointInfo(
+            name=name,
+            update=number,
+            state_path=ref.state_path,
+            sampler_path=ref.sampler_path,
+            base_model=self.config.base_model,
+            backend=self.config.backend.value,
+        )
+        folder = self.run_dir / CHECKPOINTS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        info.write(folder / f"{name}.json")
+        self.last_saved = info
+        return info
+
+    async def _start(self) -> int:
+        """Check the run folder, resume if asked; return the first update to run."""
+        config, run_file = self.config, self.run_dir / RUN_FILE
+        latest = latest_checkpoint(self.run_dir)
+        state = {
+            "config": config.model_dump(mode="json"),
+            "tasks": len(self.tasks),
+            "tasks_fingerprint": _fingerprint(self.tasks),
+        }
+        if not config.resume:
+            check_run_dir(config)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            run_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+            return 1
+        if run_file.exists():
+            self._check_same_run(json.loads(run_file.read_text(encoding="utf-8")), state)
+        else:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            run_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+        if latest is None:
+            return 1
+        await self.backend.load(latest.ref)
+        self.completed = latest.update
+        self.last_saved = latest
+        log.info("resumed from %s (update %d)", latest.name, latest.update)
+        return latest.update + 1
+
+    def _check_same_run(self, before: dict[str, object], now: dict[str, object]) -> None:
+        old, new = before.get("config"), now["config"]
+        assert isinstance(new, dict)
+        problems = []
+        if isinstance(old, dict):
+            problems = [
+                f"--{k.replace('_', '-')} {old.get(k)} -> {new.get(k)}"
+                for k in ORDER_FIELDS
+                if old.get(k) != new.get(k)
+            ]
+        if before.get("tasks_fingerprint") != now["tasks_fingerprint"]:
+            problems.append(f"training games changed ({before.get('tasks')} -> {now['tasks']})")
+        if problems:
+            raise ValueError(
+                f"cannot resume {self.run_dir}: the game order would change: " + "; ".join(problems)
+            )
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self) -> TrainResult:
+        """Run updates until `max_steps` (continuing a previous run if `resume`)."""
+        config = self.config
+        first = await self._start()
+        if self._sinks is None:
+            self._sinks = make_sinks(
+                self.run_dir / METRICS_FILE,
+                swanlab_mode=config.swanlab_mode,
+                swanlab_project=config.swanlab_project,
+                experiment_name=config.experiment_name or self.run_dir.name,
+                config=config.model_dump(mode="json"),
+                console=self.progress,
+            )
+        saved: list[CheckpointInfo] = []
+        done: list[UpdateMetrics] = []
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=config.max_steps, initial=first - 1, desc="training", unit="update")
+        try:
+            for number in range(first, config.max_steps + 1):
+                metrics = await self.update(number)
+                if number % config.save_every == 0 or number == config.max_steps:
+                    clock = time.perf_counter()
+                    saved.append(await self.save(number))
+                    timings = {**metrics.timings, "save": time.perf_counter() - clock}
+                    metrics = replace(metrics, timings=timings)
+                self._sinks.log("train", number, metrics)
+                done.append(metrics)
+                if bar is not None:
+                    bar.update(1)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            await self._save_on_interrupt(saved, done)
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+            if self._own_sinks and self._sinks is not None:
+                self._sinks.close()
+                self._sinks = None
+        return TrainResult(self.completed, tuple(saved), tuple(done))
+
+    async def _save_on_interrupt(
+        self, saved: list[CheckpointInfo], done: list[UpdateMetrics]
+    ) -> None:
+        pending = self._pending
+        if pending is not None and (not done or done[-1].update != pending.update):
+            if self._sinks is not None:
+                self._sinks.log("train", pending.update, pending)
+            done.append(pending)
+        saved_update = self.last_saved.update if self.last_saved else 0
+        if self.completed > saved_update:
+            info = await self.save(self.completed)
+            saved.append(info)
+            log.warning("interrupted: saved %s (update %d)", info.name, info.update)

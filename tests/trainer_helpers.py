@@ -1,0 +1,123 @@
+"""A real tiny local backend whose rollouts come from a seeded text policy (toy env).
+
+The random-initialised tiny model never writes a tool call, so every group it plays is
+degenerate. `PolicyDrivenBackend` keeps the real `LocalBackend` for training (torch forward /
+backward, AdamW, checkpoints) but hands out a `PolicySampler` that plays seeded random toy
+actions (some not admissible), so groups have different rewards and updates train.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrl import recipe
+from agentrl.backends.base import (
+    AdamParams,
+    CheckpointRef,
+    ForwardBackwardResult,
+    LossConfig,
+    LossName,
+)
+from agentrl.config import TrainConfig
+from agentrl.datums import Datum
+from agentrl.envs.toy import toy_tool_protocol
+from agentrl.testing import PolicySampler
+from agentrl.trainer import Trainer
+
+PROTOCOL = toy_tool_protocol()
+HEADING = "Available actions (copy one exactly):"
+
+
+def toy_policy(seed: int) -> Any:
+    """Replies: a random listed action (70%), an impossible one (20%) or no call (10%)."""
+    rng = random.Random(seed)
+
+    def policy(prompt: str) -> str:
+        listed = prompt.rsplit(HEADING, 1)[-1].split("<|im_end|>", 1)[0].strip().splitlines()
+        roll = rng.random()
+        if roll < 0.7 and listed:
+            return PROTOCOL.call_text(rng.choice(listed).strip())
+        if roll < 0.9:
+            return PROTOCOL.call_text("fly to the moon")
+        return "I think I am done."
+
+    return policy
+
+
+class PolicyDrivenBackend:
+    """`TrainingBackend`: a real `LocalBackend` for training, a text policy for sampling."""
+
+    def __init__(self, inner: Any, tokenizer: Any, seed: int) -> None:
+        self.inner = inner
+        self._sampler = PolicySampler(tokenizer, toy_policy(seed))
+        self.loads: list[str] = []
+
+    async def sampler(self) -> PolicySampler:
+        return self._sampler
+
+    async def forward_backward(
+        self, datums: Sequence[Datum], loss: LossName, config: LossConfig
+    ) -> ForwardBackwardResult:
+        result: ForwardBackwardResult = await self.inner.forward_backward(datums, loss, config)
+        return result
+
+    async def optim_step(self, adam: AdamParams) -> Mapping[str, float]:
+        metrics: Mapping[str, float] = await self.inner.optim_step(adam)
+        return metrics
+
+    async def save(self, name: str) -> CheckpointRef:
+        ref: CheckpointRef = await self.inner.save(name)
+        return ref
+
+    async def load(self, ref: CheckpointRef) -> None:
+        self.loads.append(ref.name)
+        await self.inner.load(ref)
+
+
+def toy_config(run_dir: Path, **overrides: Any) -> TrainConfig:
+    """A small toy-env training config on the tiny model."""
+    values: dict[str, Any] = dict(
+        base_model="tiny",
+        backend="local",
+        device="cpu",
+        env="toy",
+        max_steps=4,
+        games_per_batch=2,
+        group_size=3,
+        max_episode_steps=4,
+        max_assistant_tokens=64,
+        max_trajectory_tokens=3000,
+        learning_rate=1e-3,
+        lora_rank=4,
+        save_every=2,
+        run_dir=run_dir,
+    )
+    values.update(overrides)
+    return TrainConfig.model_validate(values)
+
+
+def tiny_backend(config: TrainConfig, tokenizer: Any) -> Any:
+    """The real tiny `LocalBackend` for `config`."""
+    return recipe.local_backend_for(
+        config, tokenizer, config.run_dir / "checkpoints", config.lora_rank
+    )
+
+
+def toy_trainer(config: TrainConfig, tokenizer: Any, inner: Any = None, **kwargs: Any) -> Trainer:
+    """A trainer on the toy env with a `PolicyDrivenBackend` over `inner` (default: new)."""
+    if inner is None:
+        inner = tiny_backend(config, tokenizer)
+    inner.checkpoint_dir = config.run_dir / "checkpoints"
+    return Trainer(
+        config=config,
+        backend=PolicyDrivenBackend(inner, tokenizer, config.seed),
+        env_factory=recipe.env_factory_for(config),
+        tasks=recipe.tasks_for(config, ["train"]),
+        renderer=recipe.renderer_for(tokenizer, PROTOCOL),
+        protocol=PROTOCOL,
+        progress=False,
+        **kwargs,
+    )
