@@ -126,7 +126,7 @@ class CommonConfig(BaseModel):
         None, description="ALFWorld data root (default: $ALFWORLD_DATA, then the alfworld cache)"
     )
     env_engine: EnvEngine = Field(
-        EnvEngine.TEXTWORLD, description="ALFWorld environment engine: textworld or fast"
+        EnvEngine.FAST, description="ALFWorld environment engine: fast (default) or textworld"
     )
     max_episode_steps: int = Field(50, ge=1, description="maximum env steps per trajectory")
     max_trajectory_tokens: int = Field(
