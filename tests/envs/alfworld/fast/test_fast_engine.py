@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 from pathlib import Path
@@ -154,3 +155,23 @@ def test_closed_branch_refuses_to_play(tiny_game: str, engine: FastAlfworldEngin
     branch.close()
     with pytest.raises(RuntimeError, match="closed"):
         branch.reset()
+
+
+def test_many_games_load_one_after_another(tmp_path: Path, tiny_game: str) -> None:
+    # games come and go: their fast-downward libraries are reused, never unloaded (unloading a
+    # used copy made the next load crash the process)
+    data = json.loads(Path(tiny_game).read_text())
+    engine = FastAlfworldEngine(max_cached_games=1)
+    observations = []
+    for index in range(7):
+        path = tmp_path / f"game{index}.tw-pddl"
+        data["grammar"] = data["grammar"].replace("hot apple", f"hot apple {index}", 1)
+        path.write_text(json.dumps(data))
+        branch = engine.branch(path)
+        observations.append(branch.reset().observation)
+        branch.step("go to fridge 1")
+        assert branch.plan()  # the planner's search runs in the library too
+        branch.close()
+        del branch
+        gc.collect()
+    assert len(set(observations)) == 7

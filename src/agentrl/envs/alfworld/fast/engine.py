@@ -19,14 +19,15 @@ class FastAlfworldEngine:
     """Fast ALFWorld engine: byte-identical to TextWorld's `PddlEnv` with ALFWorld's wrappers.
 
     Games are cached (least recently used first out) by path, size and modification time;
-    grammar parses are shared across games; fast-downward libraries are pooled. Thread-safe.
+    grammar parses are shared across games; fast-downward libraries are pooled (by default in
+    the process-wide `LibPool.shared()`). Thread-safe.
     """
 
-    def __init__(self, *, max_cached_games: int = 8, max_idle_libs: int = 4) -> None:
+    def __init__(self, *, max_cached_games: int = 8, pool: LibPool | None = None) -> None:
         if max_cached_games < 0:
             raise ValueError("max_cached_games must be >= 0")
         self.grammar_cache = GrammarCache()
-        self._pool = LibPool(max_idle=max_idle_libs)
+        self._pool = pool if pool is not None else LibPool.shared()
         self._games: OrderedDict[tuple[str, int, int], FastGame] = OrderedDict()
         self._max_games = max_cached_games
         self._lock = threading.Lock()
@@ -78,10 +79,9 @@ class FastAlfworldEngine:
         return self.branches(gamefile, 1)[0]
 
     def clear(self) -> None:
-        """Drop every cached game (branches keep theirs) and unload idle libraries."""
+        """Drop every cached game (branches keep theirs; libraries go back to the pool)."""
         with self._lock:
             self._games.clear()
-        self._pool.close()
 
     def close(self) -> None:
         """Same as `clear`; the engine stays usable."""

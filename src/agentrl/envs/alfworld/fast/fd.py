@@ -38,36 +38,48 @@ def translate(domain: str, problem: str, *, optimize: bool) -> tuple[Any, str]:
 class LibPool:
     """Loaded copies of fast-downward's library, reused across games (each holds one task).
 
-    Copies are never unloaded: `dlclose` of one copy followed by `dlopen` of another crashed
-    the process (segmentation fault) once a few dozen games had been loaded and freed, so a
-    released copy stays loaded and idle for the next game. The number of copies is thus the
-    peak number of games alive at once (a worker process holds one). `max_idle` is kept for
-    compatibility and ignored.
+    A copy is never unloaded: unloading a copy that has run a task can crash the process at
+    the next load (TextWorld never unloads its copies either). A released copy frees its task
+    and waits for the next game, so a process holds as many copies as it ever had games loaded
+    at once. `LibPool.shared()` is the process's pool, used by every engine by default.
     """
 
-    def __init__(self, max_idle: int = 4) -> None:
+    _shared: LibPool | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self) -> None:
         self._fd = require("fast_downward", "alfworld", _PURPOSE)
         self._idle: list[Any] = []
-        self._max_idle = max_idle
         self._lock = threading.Lock()
+        self.loaded = 0
+        """Copies this pool has loaded."""
+
+    @classmethod
+    def shared(cls) -> LibPool:
+        """The pool of this process."""
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls()
+            return cls._shared
 
     def acquire(self) -> Any:
         """An idle library, or a freshly loaded copy."""
         with self._lock:
             if self._idle:
                 return self._idle.pop()
+            self.loaded += 1
         return self._fd.load_lib()
 
     def release(self, lib: Any) -> None:
-        """Give a library back (its task is freed; the copy stays loaded for reuse)."""
+        """Give a library back; its task is freed and the copy waits for the next game."""
         lib.cleanup()
         with self._lock:
             self._idle.append(lib)
 
-    def close(self) -> None:
-        """Forget idle copies (they stay mapped: unloading them is what crashed)."""
-        with self._lock:
-            self._idle = []
+    @property
+    def idle(self) -> int:
+        """Copies waiting for a game."""
+        return len(self._idle)
 
 
 def read_game(path: str | os.PathLike[str]) -> dict[str, Any]:
