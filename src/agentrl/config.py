@@ -19,6 +19,7 @@ from agentrl.advantages import AdvantageEstimator
 from agentrl.backends.base import AdamParams, LossConfig, LossName, SamplingParams
 from agentrl.registry import EstimatorOptions, RewardOptions, make_estimator, make_reward
 from agentrl.rewards import RewardFn
+from agentrl.types import CutReply, StepCounting
 
 __all__ = [
     "BackendName",
@@ -129,6 +130,16 @@ class CommonConfig(BaseModel):
         EnvEngine.FAST, description="ALFWorld environment engine: fast (default) or textworld"
     )
     max_episode_steps: int = Field(50, ge=1, description="maximum env steps per trajectory")
+    step_counting: StepCounting = Field(
+        StepCounting.TURNS,
+        description="what uses a step: turns (every reply, the recipe) or env_calls "
+        "(only replies whose call reached the environment)",
+    )
+    cut_reply: CutReply = Field(
+        CutReply.CONTINUE,
+        description="a reply cut at --max-assistant-tokens: continue (invalid format, the "
+        "episode goes on; the recipe) or end (the branch ends)",
+    )
     max_trajectory_tokens: int = Field(
         12_000, ge=16, description="token budget of one trajectory (prompt + completions)"
     )

@@ -165,6 +165,8 @@ def rollout_config_for(
         max_env_steps=config.max_episode_steps,
         max_trajectory_tokens=config.max_trajectory_tokens,
         max_assistant_tokens=config.max_assistant_tokens,
+        step_counting=config.step_counting,
+        cut_reply=config.cut_reply,
         sampling=sampling,
     )
 

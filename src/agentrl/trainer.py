@@ -52,10 +52,11 @@ from agentrl.config import TrainConfig
 from agentrl.datums import Datum, build_datums
 from agentrl.env import EnvGroupFactory
 from agentrl.metrics import UpdateMetrics, update_metrics
+from agentrl.recipe import rollout_config_for
 from agentrl.records import TrajectoryRecord, append_records
 from agentrl.reporting.sinks import MetricSink, make_sinks
 from agentrl.rewards import RewardFn
-from agentrl.rollout import RolloutConfig, rollout_batch
+from agentrl.rollout import rollout_batch
 from agentrl.tools import ToolProtocol
 from agentrl.types import TaskInfo, TrajectoryGroup
 
@@ -137,15 +138,10 @@ class Trainer:
         self._sinks = sinks
         self._own_sinks = sinks is None
         self.progress = progress
-        self.rollout = RolloutConfig(
-            group_size=config.group_size,
-            max_env_steps=config.max_episode_steps,
-            max_trajectory_tokens=config.max_trajectory_tokens,
-            max_assistant_tokens=config.max_assistant_tokens,
-            # No fixed per-request seed: every request would draw the same random numbers.
-            # The backend's sampler is seeded from `config.seed` instead.
-            sampling=replace(config.sampling_params(), seed=None),
-        )
+        # No fixed per-request seed: every request would draw the same random numbers.
+        # The backend's sampler is seeded from `config.seed` instead.
+        sampling = replace(config.sampling_params(), seed=None)
+        self.rollout = rollout_config_for(config, config.group_size, sampling)
         self.completed = 0
         """The last completed update."""
         self.last_saved: CheckpointInfo | None = None
