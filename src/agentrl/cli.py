@@ -60,6 +60,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 # -- train -----------------------------------------------------------------------------------
 
 
+async def _close(client: object) -> None:
+    """Finish a remote session (backends and samplers that own one have `close()`)."""
+    close = getattr(client, "close", None)
+    if close is not None:
+        await close()
+
+
 async def _train(config: TrainConfig) -> int:
     from agentrl import recipe
     from agentrl.checkpoints import check_run_dir
@@ -91,6 +98,8 @@ async def _train(config: TrainConfig) -> int:
             file=sys.stderr,
         )
         raise KeyboardInterrupt from None
+    finally:
+        await _close(backend)
     print(
         f"finished update {result.last_update} of {config.max_steps}; run folder {config.run_dir}"
     )

@@ -16,7 +16,7 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentrl.advantages import AdvantageEstimator
-from agentrl.backends.base import AdamParams, LossConfig, LossName, SamplingParams
+from agentrl.backends.base import AdamParams, LossConfig, LossName, MaskMode, SamplingParams
 from agentrl.registry import EstimatorOptions, RewardOptions, make_estimator, make_reward
 from agentrl.rewards import RewardFn
 from agentrl.types import CutReply, StepCounting
@@ -161,6 +161,9 @@ class CommonConfig(BaseModel):
         SwanLabMode.DISABLED, description="SwanLab tracking: online, offline, local or disabled"
     )
     swanlab_project: str = Field("agentrl", min_length=1, description="SwanLab project name")
+    max_in_flight: int = Field(
+        64, ge=1, description="pytrio/tinker: sampling requests in flight at once"
+    )
     experiment_name: str | None = Field(
         None, description="run name in SwanLab and logs (default: derived from the output path)"
     )
@@ -240,6 +243,17 @@ class TrainConfig(CommonConfig):
     )
     save_rollouts: bool = Field(
         True, description="append every update's trajectories (text) to run_dir/rollouts.jsonl"
+    )
+    mask_mode: MaskMode = Field(
+        MaskMode.ZERO_ADVANTAGE,
+        description="pytrio/tinker: how masked tokens reach the loss: zero_advantage (every "
+        "token in the denominator; the recipe, tuned with lr 1e-6) or ignore_index (-100 "
+        "targets: only assistant tokens count; pytrio only)",
+    )
+    remote_recovery: bool = Field(
+        True,
+        description="pytrio/tinker: save a temporary training state after every update so a "
+        "broken training client is rebuilt losing at most the current update",
     )
 
     @model_validator(mode="after")

@@ -351,16 +351,21 @@ async def evaluate(
             rollout=rollout,
             reward_fn=config.reward_fn(),
         )
-    return await evaluate_tasks(
-        tasks,
-        play,
-        config.output,
-        label=default_label(config),
-        samples_per_game=config.trajectories_per_game,
-        games_per_batch=config.games_per_batch,
-        run_config=config.model_dump(mode="json"),
-        overwrite=config.overwrite_output,
-        resume=config.resume,
-        sinks=sinks,
-        progress=progress,
-    )
+    try:
+        return await evaluate_tasks(
+            tasks,
+            play,
+            config.output,
+            label=default_label(config),
+            samples_per_game=config.trajectories_per_game,
+            games_per_batch=config.games_per_batch,
+            run_config=config.model_dump(mode="json"),
+            overwrite=config.overwrite_output,
+            resume=config.resume,
+            sinks=sinks,
+            progress=progress,
+        )
+    finally:
+        close = None if planner else getattr(sampler, "close", None)
+        if close is not None:  # a remote sampler finishes its service session
+            await close()

@@ -224,19 +224,28 @@ def local_backend_for(
 
 
 async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingBackend:
-    """The configured training backend (a fresh LoRA run on the base model)."""
+    """The configured training backend: a fresh LoRA run on the base model, or, for a remote
+    service with `--resume` and a checkpoint in the run folder, ONE run restored from it."""
     if config.backend is BackendName.LOCAL:
         return local_backend_for(
             config, tokenizer, config.run_dir / "checkpoints", config.lora_rank
         )
     from agentrl.backends.pytrio import PyTrioBackend
+    from agentrl.backends.pytrio_sdk import RECOVERY_TTL_SECONDS
+    from agentrl.checkpoints import latest_checkpoint
 
+    remote = {
+        "tokenizer": tokenizer,
+        "sdk": config.backend.value,
+        "max_in_flight": config.max_in_flight,
+        "mask_mode": config.mask_mode,
+        "recovery_ttl_seconds": RECOVERY_TTL_SECONDS if config.remote_recovery else None,
+    }
+    latest = latest_checkpoint(config.run_dir) if config.resume else None
+    if latest is not None:
+        return await PyTrioBackend.resume(latest.state_path, base_model=config.base_model, **remote)
     return await PyTrioBackend.create(
-        config.base_model,
-        rank=config.lora_rank,
-        seed=config.seed,
-        tokenizer=tokenizer,
-        sdk=config.backend.value,
+        config.base_model, rank=config.lora_rank, seed=config.seed, **remote
     )
 
 
@@ -269,7 +278,9 @@ async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
     from agentrl.backends.pytrio_sdk import sdk_for
 
     sdk = sdk_for(config.backend.value)
-    service = await asyncio.to_thread(sdk.connect, None)
+    service = await asyncio.to_thread(sdk.connect, None, config.max_in_flight)
     limits = await sdk.limits(service, config.base_model)
     client = await sdk.sampling_client(service, config.base_model, sampler_path)
-    return RemoteSampler(client, sdk=sdk, limits=limits)
+    return RemoteSampler(
+        client, sdk=sdk, limits=limits, max_in_flight=config.max_in_flight, service=service
+    )

@@ -225,6 +225,7 @@ class Trainer:
             trained_tokens=0 if result is None else result.num_tokens,
             backend=scalars,
             timings=timings,
+            mismatch=None if result is None else result.mismatch,
         )
         self._finish(number, groups, metrics)
         if cancelled:

@@ -317,37 +317,7 @@ async def test_backend_fails_early_on_a_datum_that_cannot_fit(sdk_loop, datum_fa
     assert coordinator.events == []
 
 
-class FakeService:
-    """The service's factory method for sampling clients (control plane), recording paths."""
-
-    def __init__(self, runner: SDKEventLoopRunner) -> None:
-        self.runner = runner
-        self.model_paths: list[str | None] = []
-
-    async def create_sampling_client_async(self, base_model: str, model_path: str | None):
-        self.model_paths.append(model_path)
-        return _sampling_client(self.runner, FakeSamplingCoordinator())
-
-
-async def test_sampler_follows_the_weights(sdk_loop, datum_factory) -> None:
-    coordinator = FakeTrainerCoordinator()
-    service = FakeService(sdk_loop)
-    backend = PyTrioBackend(
-        service=service,
-        training_client=_training_client(sdk_loop, coordinator),
-        base_model="Qwen/Qwen3-0.6B",
-        tokenizer=LocalTokenizer(),
-    )
-    first = await backend.sampler()
-    assert await backend.sampler() is first  # no step yet: same base-model sampler
-    await backend.forward_backward([datum_factory()], LossName.PPO, LossConfig())
-    await backend.optim_step(AdamParams())
-    second = await backend.sampler()
-    assert second is not first
-    saved = [p.name for e, p in coordinator.events if e is EventType.TRAINER_SAVE_WEIGHTS]
-    assert service.model_paths == [None, f"trio://run/weights/{saved[0]}"]
-    (completion, _) = await second.sample([1, 2], 2, SamplingParams(max_tokens=3))
-    assert completion.tokens == (10, 20, 30)
+# The per-update sampler (temporary weights): see test_pytrio_service.py.
 
 
 # -- live (opt-in) ----------------------------------------------------------------------------
