@@ -41,11 +41,21 @@ class DeepSeekDialect(ToolCallDialect):
             if CALL in body:
                 return ParseError(ParseErrorKind.MALFORMED, f"{CALL} outside {BEGIN}")
             return Extracted(calls=(), content=body.strip())
-        section = body[start + len(BEGIN) :]
-        end = section.find(END)
-        if end < 0:
-            return ParseError(ParseErrorKind.MALFORMED, f"{BEGIN} is never closed with {END}")
-        inner, trailing = section[:end], section[end + len(END) :]
+        calls: list[ToolCall] = []
+        rest = body[start:]
+        while rest.lstrip().startswith(BEGIN):  # one section, or (rarely) several in a row
+            section = rest.lstrip()[len(BEGIN) :]
+            end = section.find(END)
+            if end < 0:
+                return ParseError(ParseErrorKind.MALFORMED, f"{BEGIN} is never closed with {END}")
+            found = self._section(section[:end])
+            if isinstance(found, ParseError):
+                return found
+            calls.extend(found)
+            rest = section[end + len(END) :]
+        return Extracted(calls=tuple(calls), content=body[:start].strip(), trailing=rest)
+
+    def _section(self, inner: str) -> list[ToolCall] | ParseError:
         calls: list[ToolCall] = []
         for chunk in inner.split(CALL)[1:]:
             if not chunk.strip().endswith(CALL_END) or SEP not in chunk:
@@ -62,4 +72,4 @@ class DeepSeekDialect(ToolCallDialect):
             calls.append(ToolCall(name=name.strip(), arguments=parsed))
         if inner.split(CALL)[0].strip():
             return ParseError(ParseErrorKind.MALFORMED, f"text inside {BEGIN} before the first call")
-        return Extracted(calls=tuple(calls), content=body[:start].strip(), trailing=trailing)
+        return calls

@@ -27,21 +27,27 @@ from agentrl.types import ParseError, ParseErrorKind, ToolCall
 __all__ = ["HarmonyDialect"]
 
 START, MESSAGE, CHANNEL = "<|start|>assistant", "<|message|>", "<|channel|>"
-_ENDS = re.compile(r"<\|end\|>|<\|call\|>|<\|return\|>")
+_SPLIT = re.compile(r"<\|start\|>assistant|<\|end\|>|<\|call\|>|<\|return\|>")
 _RECIPIENT = re.compile(r"to=functions\.([^\s<]+)")
 _CHANNEL = re.compile(r"<\|channel\|>(\w+)")
 
 
 def _messages(text: str) -> list[tuple[str, str]] | ParseError:
-    """(header, body) of every message in `text`."""
+    """(header, body) of every message in `text` (a new `<|channel|>` after a body also starts
+    one, so a model that omits `<|end|><|start|>assistant` between messages is still read)."""
     out: list[tuple[str, str]] = []
-    for raw in text.split(START):
-        if not raw.strip():
-            continue
-        if MESSAGE not in raw:
+    for raw in _SPLIT.split(text):
+        pending = ""
+        for piece in re.split(r"(?=<\|channel\|>)", raw):
+            pending += piece
+            if MESSAGE in pending:
+                header, body = pending.split(MESSAGE, 1)
+                out.append((header, body))
+                pending = ""
+        if CHANNEL in pending or "to=functions." in pending:  # a header cut before its body
             return ParseError(ParseErrorKind.MALFORMED, f"a message header without {MESSAGE}")
-        header, body = raw.split(MESSAGE, 1)
-        out.append((header, _ENDS.split(body, 1)[0]))
+        if pending.strip():  # plain text without any header: read as final text
+            out.append(("", pending))
     return out
 
 

@@ -43,11 +43,21 @@ class KimiDialect(ToolCallDialect):
             if CALL in body:
                 return ParseError(ParseErrorKind.MALFORMED, f"{CALL} outside {BEGIN}")
             return Extracted(calls=(), content=body.strip())
-        section = body[start + len(BEGIN) :]
-        end = section.find(END)
-        if end < 0:
-            return ParseError(ParseErrorKind.MALFORMED, f"{BEGIN} is never closed with {END}")
-        inner, trailing = section[:end], section[end + len(END) :]
+        calls: list[ToolCall] = []
+        rest = body[start:]
+        while rest.lstrip().startswith(BEGIN):  # one section, or (rarely) several in a row
+            section = rest.lstrip()[len(BEGIN) :]
+            end = section.find(END)
+            if end < 0:
+                return ParseError(ParseErrorKind.MALFORMED, f"{BEGIN} is never closed with {END}")
+            found = self._section(section[:end])
+            if isinstance(found, ParseError):
+                return found
+            calls.extend(found)
+            rest = section[end + len(END) :]
+        return Extracted(calls=tuple(calls), content=body[:start].strip(), trailing=rest)
+
+    def _section(self, inner: str) -> list[ToolCall] | ParseError:
         chunks = inner.split(CALL)
         if chunks[0].strip():
             return ParseError(ParseErrorKind.MALFORMED, f"text inside {BEGIN} before a call")
@@ -69,4 +79,4 @@ class KimiDialect(ToolCallDialect):
             if isinstance(parsed, ParseError):
                 return parsed
             calls.append(ToolCall(name=match.group(1), arguments=parsed))
-        return Extracted(calls=tuple(calls), content=body[:start].strip(), trailing=trailing)
+        return calls
