@@ -161,7 +161,7 @@ def test_other_rewrites_are_rejected(qwen_tokenizer: Any) -> None:
         "{%- if loop.last -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- else -%}"
         "{{- 'Earlier: ' -}}{%- endif -%}",
     )
-    with pytest.raises(HistoryRewriteError, match="rewrites history.*--allow-history-rewrite"):
+    with pytest.raises(HistoryRewriteError, match=r"rewrites history.*--allow-history-rewrite"):
         ChatRenderer(qwen_tokenizer, chat_template=shouting, dialect="qwen_xml")
 
 

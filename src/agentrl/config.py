@@ -119,7 +119,8 @@ class CommonConfig(BaseModel):
         None, description="local tokenizer folder (default: load the base model's tokenizer)"
     )
     chat_template: Path | None = Field(
-        None, description="Jinja chat template file to render prompts with (default: the tokenizer's)"
+        None,
+        description="Jinja chat template file to render prompts with (default: the tokenizer's)",
     )
     enable_thinking: bool = Field(
         False, description="thinking mode (Qwen3, Qwen3.5, Qwen3-Thinking-2507): sample reasoning"

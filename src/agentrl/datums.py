@@ -107,9 +107,7 @@ def trajectory_to_datums(trajectory: Trajectory, turn_advantages: Sequence[float
         )
     if not turns:
         raise ValueError("cannot build a datum from a trajectory with no turns")
-    return [
-        _segment_datum(turns[a:b], turn_advantages[a:b], a) for a, b in segments(turns)
-    ]
+    return [_segment_datum(turns[a:b], turn_advantages[a:b], a) for a, b in segments(turns)]
 
 
 def _segment_datum(turns: Sequence[Turn], turn_advantages: Sequence[float], first: int) -> Datum:

@@ -199,7 +199,9 @@ def _parse_json(inner: str, tool_name: str, parameter: str) -> ParsedAction:
     return _action(params, tool_name, parameter)
 
 
-def check_command_call(call: ToolCall, *, tool_name: str, parameter: str = "action") -> ParsedAction:
+def check_command_call(
+    call: ToolCall, *, tool_name: str, parameter: str = "action"
+) -> ParsedAction:
     """Check a call read by a dialect against `tool_name(parameter: str)`; never raises."""
     if call.name != tool_name:
         return _fail(ParseErrorKind.UNKNOWN_TOOL, f"unknown tool {call.name!r}; use {tool_name}")

@@ -137,7 +137,11 @@ def test_template_episode(
     else:
         assert renderer.extension is ExtensionMode.SEGMENTS
     trajectory = Trajectory(
-        turns=tuple(turns), stop_reason="won", won=True, group_id="g", task=TaskInfo("t")  # type: ignore[arg-type]
+        turns=tuple(turns),
+        stop_reason="won",
+        won=True,
+        group_id="g",
+        task=TaskInfo("t"),  # type: ignore[arg-type]
     )
     datums = trajectory_to_datums(trajectory, [1.0] * len(turns))
     assert len(datums) == (len(turns) if renderer.segments else 1)

@@ -117,7 +117,10 @@ def structured_messages(
             called = bool(parsed.calls)
             if parsed.calls:
                 entry["tool_calls"] = [
-                    {"type": "function", "function": {"name": c.name, "arguments": dict(c.arguments)}}
+                    {
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": dict(c.arguments)},
+                    }
                     for c in parsed.calls
                 ]
             out.append(entry)

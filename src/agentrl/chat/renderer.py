@@ -116,7 +116,9 @@ class ChatRenderer:
         self.tokenizer = tokenizer
         self.tools: tuple[JsonObject, ...] = tuple(tools)
         self.template_kwargs: dict[str, JsonValue] = (
-            {"enable_thinking": enable_thinking} if template_kwargs is None else dict(template_kwargs)
+            {"enable_thinking": enable_thinking}
+            if template_kwargs is None
+            else dict(template_kwargs)
         )
         self.enable_thinking = self.template_kwargs.get("enable_thinking") is True
         self.chat_template = chat_template

@@ -75,11 +75,12 @@ def arguments_from_json(value: object) -> Mapping[str, str] | ParseError:
 def load_json(text: str, what: str) -> object | ParseError:
     """`json.loads` that returns a typed MALFORMED error instead of raising."""
     try:
-        return json.loads(text)
+        decoded: object = json.loads(text)
     except json.JSONDecodeError as exc:
         return ParseError(ParseErrorKind.MALFORMED, f"{what} is not valid JSON ({exc.msg})")
     except RecursionError:
         return ParseError(ParseErrorKind.MALFORMED, f"{what} is nested too deeply")
+    return decoded
 
 
 class ToolCallDialect(ABC):

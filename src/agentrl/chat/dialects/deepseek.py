@@ -71,5 +71,7 @@ class DeepSeekDialect(ToolCallDialect):
                 return parsed
             calls.append(ToolCall(name=name.strip(), arguments=parsed))
         if inner.split(CALL)[0].strip():
-            return ParseError(ParseErrorKind.MALFORMED, f"text inside {BEGIN} before the first call")
+            return ParseError(
+                ParseErrorKind.MALFORMED, f"text inside {BEGIN} before the first call"
+            )
         return calls

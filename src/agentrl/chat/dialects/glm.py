@@ -12,6 +12,7 @@ result follows) or `<|user|>`, which are therefore stop tokens. Reasoning is `<t
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from agentrl.chat.dialects.base import Extracted, ToolCallDialect, quote
 from agentrl.types import ParseError, ParseErrorKind, ToolCall
@@ -29,13 +30,24 @@ class GlmDialect(ToolCallDialect):
     families = "GLM-4.5, GLM-4.6"
     stop_markers = ("<|observation|>", "<|user|>", "<|endoftext|>")
     signature = ("<arg_key>", "<arg_value>")
-    reserved = (OPEN, CLOSE, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "<think>")
-    reserved += ("</think>", "<|observation|>", "<|user|>")
+    reserved: ClassVar[tuple[str, ...]] = (
+        OPEN,
+        CLOSE,
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+        "<think>",
+        "</think>",
+        "<|observation|>",
+        "<|user|>",
+    )
 
     def write(self, call: ToolCall) -> str:
         """A call as GLM's template renders it after the generation prompt (leading newline)."""
         pairs = "".join(
-            f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in call.arguments.items()
+            f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n"
+            for k, v in call.arguments.items()
         )
         return f"\n{OPEN}{call.name}\n{pairs}{CLOSE}"
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import ClassVar
 
 from agentrl.chat.dialects.base import (
     Extracted,
@@ -58,8 +59,19 @@ class HarmonyDialect(ToolCallDialect):
     families = "gpt-oss-20b, gpt-oss-120b"
     stop_markers = ("<|call|>", "<|return|>")
     signature = ("<|channel|>", "<|call|>")
-    reserved = (START, MESSAGE, CHANNEL, "<|end|>", "<|call|>", "<|return|>", "<|constrain|>")
-    reserved += ("to=", " ", "\n", "\t")
+    reserved: ClassVar[tuple[str, ...]] = (
+        START,
+        MESSAGE,
+        CHANNEL,
+        "<|end|>",
+        "<|call|>",
+        "<|return|>",
+        "<|constrain|>",
+        "to=",
+        " ",
+        "\n",
+        "\t",
+    )
     think = None
     reasoning_key = "thinking"
 
@@ -109,5 +121,3 @@ class HarmonyDialect(ToolCallDialect):
 def _channel(header: str) -> str | None:
     match = _CHANNEL.search(header)
     return match.group(1) if match else None
-
-

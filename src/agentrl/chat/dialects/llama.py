@@ -44,7 +44,9 @@ class LlamaJsonDialect(ToolCallDialect):
             try:
                 payload, position = decoder.raw_decode(text, position)
             except json.JSONDecodeError as exc:
-                return ParseError(ParseErrorKind.MALFORMED, f"the call is not valid JSON: {exc.msg}")
+                return ParseError(
+                    ParseErrorKind.MALFORMED, f"the call is not valid JSON: {exc.msg}"
+                )
             except RecursionError:
                 return ParseError(ParseErrorKind.MALFORMED, "the call is nested too deeply")
             if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
