@@ -163,8 +163,9 @@ def planner_player(
     async def play(task: TaskInfo) -> TrajectoryGroup:
         policy = PlannerPolicy(source)
         await policy.start(task, rollout.group_size)
-        replies = [protocol.call_text(action) for action in policy.plan]
-        sampler = _ReplySampler(renderer, replies, protocol.call_text("look"))
+        write = renderer.dialect
+        replies = [protocol.call_text(action, dialect=write) for action in policy.plan]
+        sampler = _ReplySampler(renderer, replies, protocol.call_text("look", dialect=write))
         return await rollout_group(
             task,
             env_factory=env_factory,

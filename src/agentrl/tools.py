@@ -220,8 +220,13 @@ class CommandTool:
         lines.extend(self._actions(result.step))
         return Message(role="tool", content="\n".join(lines), name=self.name)
 
-    def call_text(self, action: str, *, style: str = "xml") -> str:
-        """The assistant text that calls this tool with `action` (`style` "xml" or "json")."""
+    def call_text(
+        self, action: str, *, style: str = "xml", dialect: ToolCallDialect | None = None
+    ) -> str:
+        """The assistant text that calls this tool with `action`: in `dialect`'s form when
+        given (a model family's), else Qwen's (`style` "xml" or "json")."""
+        if dialect is not None:
+            return dialect.write(ToolCall(name=self.name, arguments={self.parameter: action}))
         if style == "xml":
             return xml_tool_call(self.name, {self.parameter: action})
         if style == "json":

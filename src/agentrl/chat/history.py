@@ -2,8 +2,8 @@
 
 A template *extends* when every prompt is a text prefix of the next render. Qwen3's template
 does not: it drops the (empty) think blocks of earlier assistant turns. That rewrite is *safe*
-(the model never attends to those blocks differently in a way a fresh render would contradict
-beyond their absence), so it is accepted with a one-time warning and recorded. Templates that
+(the prompts keep exactly the tokens that were sampled; a fresh render differs only by the
+absence of those blocks), so it is accepted with a one-time warning and recorded. Templates that
 render an assistant turn differently from their own generation prompt (gpt-oss: the reply's
 channels are re-rendered) cannot be extended at all: the rollout re-renders the conversation
 each turn and starts a new training *segment*.
