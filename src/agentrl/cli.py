@@ -84,7 +84,7 @@ async def _train(config: TrainConfig) -> int:
         backend=backend,
         env_factory=recipe.env_factory_for(config),
         tasks=tasks,
-        renderer=recipe.renderer_for(tokenizer, protocol),
+        renderer=recipe.renderer_for(tokenizer, protocol, config),
         protocol=protocol,
     )
     try:

@@ -119,6 +119,21 @@ class CommonConfig(BaseModel):
     tokenizer_path: Path | None = Field(
         None, description="local tokenizer folder (default: load the base model's tokenizer)"
     )
+    chat_template: Path | None = Field(
+        None,
+        description="Jinja chat template file to render prompts with (default: the tokenizer's)",
+    )
+    enable_thinking: bool = Field(
+        False, description="thinking mode (Qwen3, Qwen3.5, Qwen3-Thinking-2507): sample reasoning"
+    )
+    tool_dialect: str | None = Field(
+        None,
+        description="tool-call dialect (qwen_json, qwen_xml, llama3_json, deepseek_v3, glm4, "
+        "harmony, kimi_k2; default: detected from the chat template)",
+    )
+    allow_history_rewrite: bool = Field(
+        False, description="extend prompts even where the chat template rewrites earlier turns"
+    )
     device: str = Field("auto", description="torch device for the local backend (auto, cpu, cuda)")
     env: EnvName = Field(
         EnvName.ALFWORLD, description="environment: alfworld, or toy (tiny built-in task)"
@@ -167,6 +182,22 @@ class CommonConfig(BaseModel):
     experiment_name: str | None = Field(
         None, description="run name in SwanLab and logs (default: derived from the output path)"
     )
+
+    @field_validator("chat_template")
+    @classmethod
+    def _check_template(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"{value}: no such chat template file")
+        return value
+
+    @field_validator("tool_dialect")
+    @classmethod
+    def _check_dialect(cls, value: str | None) -> str | None:
+        from agentrl.chat.dialects import DIALECTS
+
+        if value is not None and value not in DIALECTS:
+            raise ValueError(f"unknown dialect {value!r}; choose one of {', '.join(DIALECTS)}")
+        return value
 
     @field_validator("device")
     @classmethod

@@ -163,8 +163,9 @@ def planner_player(
     async def play(task: TaskInfo) -> TrajectoryGroup:
         policy = PlannerPolicy(source)
         await policy.start(task, rollout.group_size)
-        replies = [protocol.call_text(action) for action in policy.plan]
-        sampler = _ReplySampler(renderer, replies, protocol.call_text("look"))
+        write = renderer.dialect
+        replies = [protocol.call_text(action, dialect=write) for action in policy.plan]
+        sampler = _ReplySampler(renderer, replies, protocol.call_text("look", dialect=write))
         return await rollout_group(
             task,
             env_factory=env_factory,
@@ -326,7 +327,7 @@ async def evaluate(
         tokenizer = build_qwen_tokenizer()  # token counts only; no model is involved
     else:
         tokenizer = recipe.tokenizer_for(config)
-    renderer = recipe.renderer_for(tokenizer, protocol)
+    renderer = recipe.renderer_for(tokenizer, protocol, config)
     rollout = recipe.rollout_config_for(
         config, config.trajectories_per_game, config.sampling_params()
     )
@@ -359,7 +360,7 @@ async def evaluate(
             label=default_label(config),
             samples_per_game=config.trajectories_per_game,
             games_per_batch=config.games_per_batch,
-            run_config=config.model_dump(mode="json"),
+            run_config={**config.model_dump(mode="json"), "chat": renderer.record.as_json()},
             overwrite=config.overwrite_output,
             resume=config.resume,
             sinks=sinks,

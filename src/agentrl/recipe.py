@@ -67,6 +67,9 @@ TOY_EVAL_GAMES = 16
 def tokenizer_for(config: CommonConfig) -> Any:
     """`--tokenizer-path`, else the project's Qwen tokenizer for `tiny`, else the model's own.
 
+    For `tiny` with `--chat-template`, the template's control tokens are added to the Qwen
+    tokenizer (`agentrl.tokenizer.add_template_tokens`), so any family's template works.
+
     The result is a `transformers` tokenizer (it satisfies `agentrl.chat.ChatTokenizer`).
     """
     from agentrl import tokenizer as tokenizers
@@ -74,7 +77,14 @@ def tokenizer_for(config: CommonConfig) -> Any:
     if config.tokenizer_path is not None:
         return tokenizers.load_tokenizer(config.tokenizer_path)
     if config.base_model == TINY_MODEL:
-        return tokenizers.build_qwen_tokenizer()
+        tokenizer = tokenizers.build_qwen_tokenizer()
+        if config.chat_template is not None:  # the family's control tokens, one token each
+            from agentrl.chat.dialects import DIALECTS
+
+            markers = [m for d in DIALECTS.values() for m in (*d.reserved, *d.stop_markers)]
+            template = config.chat_template.read_text(encoding="utf-8")
+            tokenizers.add_template_tokens(tokenizer, template, markers)
+        return tokenizer
     try:
         return tokenizers.load_tokenizer(config.base_model)
     except OSError as exc:
@@ -95,9 +105,28 @@ def tool_protocol_for(config: CommonConfig) -> CommandTool:
     return alfworld_tool_protocol(include_admissible=config.show_admissible)
 
 
-def renderer_for(tokenizer: Any, protocol: CommandTool) -> ChatRenderer:
-    """The chat renderer for `tokenizer` and the protocol's tools (thinking disabled)."""
-    return ChatRenderer(tokenizer, protocol.tools)
+def renderer_for(
+    tokenizer: Any, protocol: CommandTool, config: CommonConfig | None = None
+) -> ChatRenderer:
+    """The chat renderer for `tokenizer` and the protocol's tools, with the config's chat
+    template, thinking mode, tool dialect and history-rewrite choice (default: all off)."""
+    if config is None:
+        return ChatRenderer(tokenizer, protocol.tools)
+    template = None
+    if config.chat_template is not None:
+        template = config.chat_template.read_text(encoding="utf-8")
+    try:
+        return ChatRenderer(
+            tokenizer,
+            protocol.tools,
+            chat_template=template,
+            dialect=config.tool_dialect,
+            enable_thinking=config.enable_thinking,
+            allow_history_rewrite=config.allow_history_rewrite,
+        )
+    except ValueError as exc:
+        source = config.chat_template or f"the tokenizer of {config.base_model}"
+        raise ValueError(f"chat template ({source}): {exc}") from exc
 
 
 def env_factory_for(config: CommonConfig) -> EnvGroupFactory:

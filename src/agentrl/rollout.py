@@ -24,10 +24,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from agentrl.backends.base import Sampler, SamplingParams
-from agentrl.chat import ChatRenderer
+from agentrl.chat import ChatRenderer, ChatTemplateError
 from agentrl.env import EnvGroup, EnvGroupFactory
 from agentrl.rewards import RewardFn, WinMinusInvalid
-from agentrl.tools import ToolProtocol, ToolResult
+from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect
 from agentrl.types import (
     Completion,
     CompletionStop,
@@ -181,6 +181,8 @@ class _Branch:
     prefill: int = 0
     stop: StopReason | None = None
     error: str | None = None
+    new_segment: bool = False
+    """The current prompt was re-rendered (it starts a new segment)."""
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,7 @@ async def _play_turn(
     branch.completion_tokens += len(completion.tokens)
     text = renderer.completion_text(completion.tokens)
     cut = completion.stop_reason is CompletionStop.LENGTH
-    parsed = setup.protocol.parse(text, truncated=cut)
+    parsed = parse_with_dialect(setup.protocol, renderer.dialect, text, truncated=cut)
     step: EnvStep | None = None
     if parsed.action is not None:
         try:
@@ -264,6 +266,7 @@ async def _play_turn(
         status=status,
         env_step=step,
         state_key=branch.current.state_key,
+        new_segment=branch.new_segment,
     )
     branch.messages.append(Message(role="assistant", content=text))
     if stop is None:
@@ -275,17 +278,31 @@ async def _play_turn(
             max_env_steps=config.max_env_steps,
         )
         message = setup.protocol.tool_message(result)
-        extended = renderer.extend(branch.prompt, completion.tokens, message)
+        extended, fresh = _next_prompt(branch, completion, message, setup)
         if len(extended) >= config.max_trajectory_tokens:
             stop = StopReason.TOKEN_BUDGET
         else:
             turn = replace(turn, tool_message=message)
             branch.messages.append(message)
-            branch.prompt = extended
+            branch.prompt, branch.new_segment = extended, fresh
             if step is not None:
                 branch.current = step
     branch.turns.append(turn)
     branch.stop = stop
+
+
+def _next_prompt(
+    branch: _Branch, completion: Completion, message: Message, setup: _Setup
+) -> tuple[list[int], bool]:
+    """The next prompt and whether it starts a new segment: the extension of the last prompt,
+    or a fresh render of the conversation where the template cannot be extended."""
+    renderer = setup.renderer
+    if not renderer.segments:
+        try:
+            return renderer.extend(branch.prompt, completion.tokens, message), False
+        except ChatTemplateError as exc:
+            log.warning("cannot extend the prompt (%s); starting a new segment", exc)
+    return renderer.segment_prompt([*branch.messages, message], setup.protocol.tools), True
 
 
 async def _run_branch(

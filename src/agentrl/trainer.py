@@ -274,6 +274,7 @@ class Trainer:
             "config": config.model_dump(mode="json"),
             "tasks": len(self.tasks),
             "tasks_fingerprint": _fingerprint(self.tasks),
+            "chat": self.renderer.record.as_json(),
         }
         if not config.resume:
             check_run_dir(config)

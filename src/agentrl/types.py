@@ -244,6 +244,9 @@ class Turn:
     """The tool message appended after this turn (None for the last turn of a trajectory)."""
     state_key: str | None = None
     """State key of the environment state this turn acted from (anchor state)."""
+    new_segment: bool = False
+    """The prompt was re-rendered, not extended from the previous turn (the chat template
+    cannot be extended): this turn starts a new training segment (datum)."""
 
     def __post_init__(self) -> None:
         if len(self.completion_tokens) != len(self.logprobs):
@@ -299,7 +302,8 @@ class Trajectory:
 
     @property
     def full_tokens(self) -> tuple[int, ...]:
-        """The whole token sequence: the last prompt followed by the last completion."""
+        """The whole token sequence: the last prompt followed by the last completion (of the
+        last segment, when the template could not be extended)."""
         if not self.turns:
             return ()
         last = self.turns[-1]
