@@ -24,6 +24,8 @@ __all__ = [
     "ToolCallDialect",
     "arguments_from_json",
     "extract_blocks",
+    "json_arguments",
+    "load_json",
     "quote",
 ]
 
@@ -115,6 +117,12 @@ def arguments_from_json(value: object) -> Mapping[str, str] | ParseError:
     for key, item in value.items():
         out[str(key)] = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
     return out
+
+
+def json_arguments(text: str) -> Mapping[str, str] | ParseError:
+    """A call's arguments from their JSON text (a typed MALFORMED error, never an exception)."""
+    decoded = load_json(text, "the call's arguments")
+    return decoded if isinstance(decoded, ParseError) else arguments_from_json(decoded)
 
 
 def load_json(text: str, what: str) -> object | ParseError:

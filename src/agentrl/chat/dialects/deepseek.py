@@ -14,9 +14,8 @@ import json
 from agentrl.chat.dialects.base import (
     Extracted,
     ToolCallDialect,
-    arguments_from_json,
     extract_blocks,
-    load_json,
+    json_arguments,
 )
 from agentrl.types import ParseError, ParseErrorKind, ToolCall
 
@@ -54,10 +53,7 @@ class DeepSeekDialect(ToolCallDialect):
                     ParseErrorKind.MALFORMED, f"a call must be {CALL}NAME{SEP}JSON{CALL_END}"
                 )
             name, arguments = chunk.strip()[: -len(CALL_END)].split(SEP, 1)
-            decoded = load_json(arguments, "the call's arguments")
-            if isinstance(decoded, ParseError):
-                return decoded
-            parsed = arguments_from_json(decoded)
+            parsed = json_arguments(arguments)
             if isinstance(parsed, ParseError):
                 return parsed
             calls.append(ToolCall(name=name.strip(), arguments=parsed))

@@ -14,9 +14,8 @@ import re
 from agentrl.chat.dialects.base import (
     Extracted,
     ToolCallDialect,
-    arguments_from_json,
     extract_blocks,
-    load_json,
+    json_arguments,
 )
 from agentrl.types import ParseError, ParseErrorKind, ToolCall
 
@@ -63,10 +62,7 @@ class KimiDialect(ToolCallDialect):
             match = _ID.fullmatch(ident.strip())
             if match is None:
                 return ParseError(ParseErrorKind.MALFORMED, f"bad call id {ident!r}")
-            decoded = load_json(arguments, "the call's arguments")
-            if isinstance(decoded, ParseError):
-                return decoded
-            parsed = arguments_from_json(decoded)
+            parsed = json_arguments(arguments)
             if isinstance(parsed, ParseError):
                 return parsed
             calls.append(ToolCall(name=match.group(1), arguments=parsed))
