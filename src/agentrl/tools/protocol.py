@@ -26,9 +26,11 @@ from agentrl.types import (
 
 __all__ = [
     "CallChecker",
+    "CallsChecker",
     "ToolProtocol",
     "ToolResult",
     "parse_with_dialect",
+    "tool_messages",
 ]
 
 
@@ -86,6 +88,31 @@ class CallChecker(Protocol):
         ...
 
 
+@runtime_checkable
+class CallsChecker(Protocol):
+    """A protocol whose turns make up to `max_calls` calls, each answered by its own message."""
+
+    @property
+    def max_calls(self) -> int:
+        """The most calls one turn may make (1: exactly one call)."""
+        ...
+
+    def check_calls(self, calls: Sequence[ToolCall]) -> ParsedAction:
+        """The turn's validated calls (`ParsedAction.calls`), or a typed error; never raises."""
+        ...
+
+    def tool_messages(self, result: ToolResult) -> tuple[Message, ...]:
+        """The tool messages answering the turn: one per call, in order (one for an error)."""
+        ...
+
+
+def tool_messages(protocol: ToolProtocol, result: ToolResult) -> tuple[Message, ...]:
+    """The messages answering one turn: the protocol's `tool_messages`, else its one message."""
+    if isinstance(protocol, CallsChecker):
+        return protocol.tool_messages(result)
+    return (protocol.tool_message(result),)
+
+
 def _tool_names(protocol: ToolProtocol) -> set[str]:
     names: set[str] = set()
     for schema in protocol.tools:
@@ -98,13 +125,20 @@ def _tool_names(protocol: ToolProtocol) -> set[str]:
 def parse_with_dialect(
     protocol: ToolProtocol, dialect: ToolCallDialect, text: str, *, truncated: bool = False
 ) -> ParsedAction:
-    """Read one call with the model family's dialect, then check it with the protocol.
+    """Read the turn's calls with the model family's dialect, then check them with the protocol.
 
-    Protocols without `check_call` parse the text themselves (`protocol.parse`).
+    A `CallsChecker` (function tools) gets up to its `max_calls` calls; a `CallChecker`
+    (`CommandTool`) exactly one; other protocols parse the text themselves (`protocol.parse`).
     """
+    names = _tool_names(protocol) or None
+    if isinstance(protocol, CallsChecker):
+        read = dialect.parse(text, tools=names, max_calls=protocol.max_calls, truncated=truncated)
+        if read.error is not None:
+            return ParsedAction(action=None, error=read.error)
+        return protocol.check_calls(read.calls)
     if not isinstance(protocol, CallChecker):
         return protocol.parse(text, truncated=truncated)
-    parsed = dialect.parse(text, tools=_tool_names(protocol) or None, truncated=truncated)
+    parsed = dialect.parse(text, tools=names, truncated=truncated)
     if parsed.error is not None:
         return ParsedAction(action=None, error=parsed.error)
     return protocol.check_call(parsed.calls[0])
