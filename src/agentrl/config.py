@@ -73,6 +73,7 @@ class EnvName(StrEnum):
 
     ALFWORLD = "alfworld"
     TOY = "toy"
+    PYCODE = "pycode"
 
 
 class EnvEngine(StrEnum):
@@ -102,6 +103,7 @@ class EvalPolicy(StrEnum):
 
     MODEL = "model"
     PLANNER = "planner"
+    SOLVER = "solver"
 
 
 class CommonConfig(BaseModel):
@@ -328,7 +330,9 @@ class EvalConfig(CommonConfig):
 
     output: Path = Field(description="eval JSONL file to write (episodes and summaries)")
     policy: EvalPolicy = Field(
-        EvalPolicy.MODEL, description="who plays: the model, or the planner baseline"
+        EvalPolicy.MODEL,
+        description="who plays: the model, the planner baseline (alfworld) or the solver "
+        "baseline (pycode)",
     )
     model_path: str | None = Field(
         None, description="sampler checkpoint to evaluate (default: the base model)"
