@@ -24,6 +24,7 @@ from agentrl.envs.pycode import (
     pycode_tool_protocol,
     run_sandboxed,
 )
+from agentrl.records import TrajectoryRecord
 from agentrl.rollout import RolloutConfig, rollout_group
 from agentrl.testing import ScriptedSampler, check_env_group
 from agentrl.tools import FunctionTools
@@ -160,6 +161,15 @@ def test_parallel_calls_run_in_order_one_tool_message_each(qwen_tokenizer: Any) 
         list(good.messages[:-1]), add_generation_prompt=True
     )  # the extended prompt equals a full render of the conversation
     assert good.won and good.reward == pytest.approx(1 - 2 * 0.05)
+    record = TrajectoryRecord.from_json(TrajectoryRecord.from_trajectory(good).to_json())
+    assert record.turns[0].calls is not None
+    assert [(c.name, c.output) for c in record.turns[0].calls] == [
+        ("run_python", "first\n"),
+        ("run_python", "second 5\n"),
+    ]
+    back = record.to_trajectory().turns[0]
+    assert back.parsed.calls == turn.parsed.calls and back.env_step is not None
+    assert back.env_step.outputs == turn.env_step.outputs
     error = greedy.turns[0].parsed.error
     assert error is not None and error.kind is ParseErrorKind.MULTIPLE_CALLS
     assert greedy.won and greedy.invalid_actions == 1
