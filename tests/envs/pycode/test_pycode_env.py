@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,6 +120,7 @@ def test_rollout_run_submit_invalid_and_wrong(qwen_tokenizer: Any) -> None:
     _, _, group = play(qwen_tokenizer, [[run, right], [missing, wrong]], protocol)
     won, lost = group.trajectories
     assert won.stop_reason is StopReason.WON and won.reward == pytest.approx(1 - 0.05)
+    assert PycodeReward(call_penalty=0.05).turn_rewards(won) == pytest.approx((-0.05, 1.0))
     first = won.turns[0]
     assert first.status is TurnStatus.EXECUTED and first.parsed.calls[0].name == "run_python"
     assert first.tool_message is not None and first.tool_message.name == "run_python"
@@ -190,3 +192,13 @@ def test_a_runaway_branch_does_not_stall_the_group(qwen_tokenizer: Any) -> None:
     assert bombed.turns[0].tool_message is not None
     assert "starting processes is not allowed" in bombed.turns[0].tool_message.content
     assert len(quick.turns) == 1
+
+
+def test_call_penalty_from_the_config() -> None:
+    from agentrl.config import EvalConfig
+    from agentrl.rewards import WinMinusInvalid
+
+    out = Path("unused.jsonl")
+    config = EvalConfig(env="pycode", call_penalty=0.02, invalid_penalty=0.2, output=out)  # type: ignore[arg-type]
+    assert config.reward_fn() == PycodeReward(1.0, 0.2, 0.02)
+    assert EvalConfig(env="pycode", output=out).reward_fn() == WinMinusInvalid()  # type: ignore[arg-type]

@@ -132,12 +132,16 @@ class PycodeReward:
 
     def __call__(self, trajectory: Trajectory) -> float:
         """The reward of one trajectory."""
-        calls = sum(
-            1
-            for turn in trajectory.turns
-            if turn.env_step is not None
-            for call in turn.parsed.calls
-            if call.name == "run_python"
-        )
-        won = self.win_reward if trajectory.won else 0.0
-        return won - self.invalid_penalty * trajectory.invalid_actions - self.call_penalty * calls
+        return sum(self.turn_rewards(trajectory))
+
+    def turn_rewards(self, trajectory: Trajectory) -> tuple[float, ...]:
+        """Penalties on the turns that made them, the win bonus on the last turn."""
+        rewards = []
+        for turn in trajectory.turns:
+            ran = turn.env_step is not None
+            calls = sum(1 for c in turn.parsed.calls if ran and c.name == "run_python")
+            invalid = self.invalid_penalty if turn.invalid else 0.0
+            rewards.append(-invalid - self.call_penalty * calls)
+        if trajectory.won and rewards:
+            rewards[-1] += self.win_reward
+        return tuple(rewards)
