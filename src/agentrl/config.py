@@ -73,6 +73,7 @@ class EnvName(StrEnum):
 
     ALFWORLD = "alfworld"
     TOY = "toy"
+    PYCODE = "pycode"
 
 
 class EnvEngine(StrEnum):
@@ -102,6 +103,7 @@ class EvalPolicy(StrEnum):
 
     MODEL = "model"
     PLANNER = "planner"
+    SOLVER = "solver"
 
 
 class CommonConfig(BaseModel):
@@ -171,6 +173,9 @@ class CommonConfig(BaseModel):
     invalid_penalty: float = Field(
         0.1, ge=0.0, description="reward penalty per invalid action (format or not admissible)"
     )
+    call_penalty: float = Field(
+        0.0, ge=0.0, description="pycode: reward penalty per run_python call (0: the recipe)"
+    )
     reward: RewardName = Field(RewardName.WIN_MINUS_INVALID, description="reward function")
     swanlab_mode: SwanLabMode = Field(
         SwanLabMode.DISABLED, description="SwanLab tracking: online, offline, local or disabled"
@@ -227,7 +232,11 @@ class CommonConfig(BaseModel):
         )
 
     def reward_fn(self) -> RewardFn:
-        """The configured reward function."""
+        """The configured reward function (pycode with a `call_penalty`: `PycodeReward`)."""
+        if self.env is EnvName.PYCODE and self.call_penalty > 0:
+            from agentrl.envs.pycode import PycodeReward
+
+            return PycodeReward(self.win_reward, self.invalid_penalty, self.call_penalty)
         return make_reward(
             self.reward.value,
             RewardOptions(win_reward=self.win_reward, invalid_penalty=self.invalid_penalty),
@@ -328,7 +337,9 @@ class EvalConfig(CommonConfig):
 
     output: Path = Field(description="eval JSONL file to write (episodes and summaries)")
     policy: EvalPolicy = Field(
-        EvalPolicy.MODEL, description="who plays: the model, or the planner baseline"
+        EvalPolicy.MODEL,
+        description="who plays: the model, the planner baseline (alfworld) or the solver "
+        "baseline (pycode)",
     )
     model_path: str | None = Field(
         None, description="sampler checkpoint to evaluate (default: the base model)"
