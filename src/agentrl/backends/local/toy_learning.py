@@ -99,8 +99,11 @@ async def run_toy_learning(
     tokenizer: Any,
     estimator: AdvantageEstimator | None = None,
     on_update: Callable[[int, BatchSummary], None] | None = None,
+    loss: LossName = LossName.PPO,
+    loss_config: LossConfig | None = None,
 ) -> ToyLearningResult:
-    """Warm start, evaluate on held-out games, train `setup.updates` updates, evaluate again."""
+    """Warm start, evaluate on held-out games, train `setup.updates` updates, evaluate again
+    (RL updates with `loss` / `loss_config`, default PPO with clip 0.8 / 1.2)."""
     protocol = PlainCommands()
     renderer = ChatRenderer(tokenizer)
     estimator = estimator or GroupMean()
@@ -153,7 +156,7 @@ async def run_toy_learning(
             on_update(update, summary)
         datums = build_datums(groups, advantages)
         if datums:
-            await backend.forward_backward(datums, LossName.PPO, LossConfig(0.8, 1.2))
+            await backend.forward_backward(datums, loss, loss_config or LossConfig(0.8, 1.2))
             await backend.optim_step(adam)
     after = BatchSummary.of(await rollouts(sampler, held_out, evaluation))
     return ToyLearningResult(before=before, after=after, history=tuple(history))
