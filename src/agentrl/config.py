@@ -348,6 +348,26 @@ class TrainConfig(CommonConfig):
             )
         return self
 
+    @model_validator(mode="after")
+    def _check_remote_loss(self) -> Self:
+        if self.backend is BackendName.LOCAL:
+            return self
+        local_only = []
+        if self.kl_coef > 0:
+            local_only.append("--kl-coef")
+        if self.tis_cap is not None:
+            local_only.append("--tis-cap")
+        if self.normalisation is not LossNormalisation.TOKENS:
+            local_only.append(f"--normalisation {self.normalisation.value}")
+        if self.loss is LossName.GSPO and self.backend is BackendName.PYTRIO:
+            local_only.append("--loss gspo (pytrio 0.2.9 has no server-side gspo; tinker has)")
+        if local_only:
+            raise ValueError(
+                f"the {self.backend.value} service computes the loss server-side and has no "
+                f"setting for {', '.join(local_only)}; use --backend local, or drop them"
+            )
+        return self
+
     def adam_params(self) -> AdamParams:
         """Optimizer step parameters."""
         return AdamParams(
