@@ -14,7 +14,8 @@ With `k = max_steps_off_policy`:
   adds a truncated importance weight for the gap.
 - **dynamic sampling** (DAPO): with a budget `B > 0`, degenerate groups (all rewards equal: no
   learning signal) are replaced by groups of fresh games, drawn from a second seeded stream
-  (`extra_batch`), until none is left or `B` extra games were played in this update.
+  (`extra_batch`), until none is left or `B` extra games were played in this update. The
+  replaced groups are neither trained nor written to `rollouts.jsonl`; they are counted.
 
 Counters (`UpdateMetrics.sampling`): `offpolicy/staleness` (updates), `offpolicy/stale_groups`,
 `offpolicy/dropped_groups`, `offpolicy/resampled_groups`, `dynamic/extra_games`,
