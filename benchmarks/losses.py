@@ -9,6 +9,13 @@ benchmark once that lands. Writes curves (PNG), a markdown table and JSON:
 
     python benchmarks/losses.py --out runs/losses [--setup single|multi] [--updates N]
 
+Each batch takes `--steps-per-batch` optimizer steps (default 2). With one step the batch is
+on-policy: the ratio is 1 where the gradient is taken, so ppo, clip-higher, importance
+sampling, CISPO and TIS have the *same* gradient (identical rows are then a check of the
+implementations, not a finding); from the second step on the ratios move and the losses
+differ. The KL reference is the base model without the adapter, i.e. *before* the supervised
+warm start here, so the penalty pulls back towards a model that cannot write commands.
+
 No pass threshold: a tiny model on a toy task says whether a loss trains at all and how fast
 at this budget, not which loss is best on ALFWorld.
 """
@@ -55,7 +62,12 @@ setup's token budget per update (64 trajectories x ~4 assistant tokens)."""
 
 
 async def run_experiment(
-    setup: ToyLearningSetup, tokenizer: Any, loss: LossName, config: LossConfig, name: str
+    setup: ToyLearningSetup,
+    tokenizer: Any,
+    loss: LossName,
+    config: LossConfig,
+    name: str,
+    steps_per_batch: int,
 ) -> ToyLearningResult:
     """One training run of `loss` (re-point this at the project's learning benchmark)."""
     return await run_toy_learning(
@@ -66,6 +78,7 @@ async def run_experiment(
         ),
         loss=loss,
         loss_config=config,
+        steps_per_batch=steps_per_batch,
     )
 
 
@@ -116,6 +129,12 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--updates", type=int, default=None, help="override the update count")
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS), default=None)
+    parser.add_argument(
+        "--steps-per-batch",
+        type=int,
+        default=2,
+        help="optimizer steps per batch (1: on-policy, where ppo / is / cispo / tis coincide)",
+    )
     args = parser.parse_args()
     setup = SINGLE_STEP if args.setup == "single" else MULTI_TURN
     setup = replace(setup, seed=args.seed, updates=args.updates or setup.updates)
@@ -126,14 +145,16 @@ async def main() -> None:
     for name in args.only or list(VARIANTS):
         loss, config = VARIANTS[name]
         start = time.perf_counter()
-        results[name] = await run_experiment(setup, tokenizer, loss, config, name)
+        results[name] = await run_experiment(
+            setup, tokenizer, loss, config, name, args.steps_per_batch
+        )
         seconds[name] = time.perf_counter() - start
     plot(results, args.out / "losses.png")
     markdown = table(results, seconds)
     (args.out / "losses.md").write_text(markdown + "\n")
     payload = {name: asdict(r) for name, r in results.items()}
     (args.out / "losses.json").write_text(json.dumps(payload, indent=2))
-    print(f"setup: {setup}")
+    print(f"setup: {setup}, steps per batch: {args.steps_per_batch}")
     print(markdown)
     print(f"wrote {args.out / 'losses.png'}, losses.md, losses.json")
 
