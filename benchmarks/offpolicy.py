@@ -165,12 +165,29 @@ class Clock:
     def __init__(self) -> None:
         self.stamps: list[float] = []
         self.staleness: list[float] = []
+        self.waits: list[float] = []
+        self.trains: list[float] = []
+        self.longest_group: list[float] = []
 
     def log(self, kind: str, step: int, record: Reportable) -> None:
         """Timestamp one update."""
         self.stamps.append(time.perf_counter())
         sampling = getattr(record, "sampling", {})
         self.staleness.append(float(sampling.get("offpolicy/staleness", 0.0)))
+        timings = getattr(record, "timings", {})
+        self.waits.append(float(timings.get("rollout", 0.0)))
+        self.trains.append(
+            float(timings.get("forward_backward", 0.0) + timings.get("optim_step", 0.0))
+        )
+        self.longest_group.append(float(sampling.get("stragglers/group_seconds_max", 0.0)))
+
+    def phases(self) -> str:
+        """Median seconds per update waiting for groups, training, and of the slowest group."""
+        med = statistics.median
+        return (
+            f"waiting for groups {med(self.waits[1:]):.3f} s, training {med(self.trains[1:]):.3f}"
+            f" s, slowest group {med(self.longest_group[1:]):.3f} s (medians after update 1)"
+        )
 
     def close(self) -> None:
         """Nothing to close."""
@@ -242,8 +259,8 @@ async def main() -> None:
             clock = await run_one(SimBackend(tokenizer, costs, seed=0), tokenizer, config, False)
             sim[k] = clock.per_update()
             print(
-                f"  sim k={k}: {sim[k][0]:.3f} s/update median, {sim[k][1]:.3f} min "
-                f"(staleness per update {clock.staleness})",
+                f"  sim k={k}: {sim[k][0]:.3f} s/update median, {sim[k][1]:.3f} min; "
+                f"{clock.phases()}; staleness per update {clock.staleness}",
                 flush=True,
             )
         from agentrl.backends.local import LocalBackend
@@ -256,8 +273,8 @@ async def main() -> None:
             clock = await run_one(backend, tokenizer, config, True)
             local[k] = clock.per_update()
             print(
-                f"  local k={k}: {local[k][0]:.3f} s/update median, {local[k][1]:.3f} min "
-                f"(staleness per update {clock.staleness})",
+                f"  local k={k}: {local[k][0]:.3f} s/update median, {local[k][1]:.3f} min; "
+                f"{clock.phases()}; staleness per update {clock.staleness}",
                 flush=True,
             )
     print(

@@ -115,3 +115,21 @@ async def test_no_datum_older_than_k_updates_is_trained(
             > 0
         )
         assert "sampling/dynamic/extra_games" in m.as_flat(prefix="")
+
+
+async def test_resume_with_k1_restarts_the_pipeline_fresh(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    """k >= 1 resumes from the checkpoint with nothing running ahead: the first resumed
+    update is sampled by the latest weights (staleness 0), then the pipeline refills."""
+    small = {"save_every": 2, "group_size": 2, "max_episode_steps": 2, "max_steps_off_policy": 1}
+    config = toy_config(tmp_path / "run", max_steps=2, **small)
+    inner = tiny_backend(config, qwen_tokenizer)
+    first = await _trainer(config, qwen_tokenizer, PolicyDrivenBackend(inner, qwen_tokenizer, 0))
+    assert [m.sampling["offpolicy/staleness"] for m in (await first.run()).metrics] == [0, 1]
+    resumed_config = config.model_copy(update={"resume": True, "max_steps": 4})
+    backend = PolicyDrivenBackend(inner, qwen_tokenizer, 0)
+    result = await _trainer(resumed_config, qwen_tokenizer, backend).run()
+    assert backend.loads == ["update-0002"]
+    assert [m.update for m in result.metrics] == [3, 4]
+    assert [m.sampling["offpolicy/staleness"] for m in result.metrics] == [0, 1]
