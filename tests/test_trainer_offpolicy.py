@@ -125,7 +125,7 @@ async def test_resume_with_k1_restarts_the_pipeline_fresh(
     small = {"save_every": 2, "group_size": 2, "max_episode_steps": 2, "max_steps_off_policy": 1}
     config = toy_config(tmp_path / "run", max_steps=2, **small)
     inner = tiny_backend(config, qwen_tokenizer)
-    first = await _trainer(config, qwen_tokenizer, PolicyDrivenBackend(inner, qwen_tokenizer, 0))
+    first = _trainer(config, qwen_tokenizer, PolicyDrivenBackend(inner, qwen_tokenizer, 0))
     assert [m.sampling["offpolicy/staleness"] for m in (await first.run()).metrics] == [0, 1]
     resumed_config = config.model_copy(update={"resume": True, "max_steps": 4})
     backend = PolicyDrivenBackend(inner, qwen_tokenizer, 0)
