@@ -109,8 +109,8 @@ def run_forward_backward(
     sequences = sum(1 for d in datums if d.mask.sum() > 0)
     divisor = loss_divisor(config, total_tokens, sequences) if normalisation == "tokens" else 1.0
     device = engine.device
-    sums = {"loss": 0.0, "ratio": 0.0, "clipped": 0.0, "approx_kl": 0.0, "kl_ref": 0.0}
-    sums["tis_weight"] = 0.0
+    names = ("loss", "ratio", "clipped", "approx_kl", "kl_ref", "tis_weight")
+    sums = dict.fromkeys(names, 0.0)
     sampled: list[np.ndarray] = []
     recomputed: list[np.ndarray] = []
     batches = micro_batches([len(d) for d in datums], micro_batch_tokens)
@@ -134,11 +134,9 @@ def run_forward_backward(
             old = _tensor([d.logprobs for d in rows], width, torch.float32, device)[where]
             adv = _tensor([d.advantages for d in rows], width, torch.float32, device)[where]
             rows_index = torch.arange(len(rows), device=device)[:, None].expand(-1, width)
-            ref = (
-                _reference_logprobs(engine, ids, attention, where, targets)
-                if (config.kl_coef > 0)
-                else None
-            )
+            ref = None
+            if config.kl_coef > 0:
+                ref = _reference_logprobs(engine, ids, attention, where, targets)
             sampled.append(old.detach().cpu().double().numpy())
             recomputed.append(logp.detach().cpu().double().numpy())
             part = policy_loss_sum(
