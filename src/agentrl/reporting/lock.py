@@ -11,6 +11,7 @@ agentrl processes against each other, not against other programs.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from pathlib import Path
@@ -32,9 +33,9 @@ def lock_path(target: Path, *, folder: bool = False) -> Path:
     return target.with_name(target.name + ".lock")
 
 
-def _holder(handle: IO[str]) -> str:
+def _holder(handle: IO[bytes]) -> str:
     handle.seek(0)
-    text = handle.read().strip()
+    text = handle.read().decode("ascii", "replace").strip()
     return f"process {text}" if text.isdigit() else "another process"
 
 
@@ -45,7 +46,7 @@ class OutputLock:
         self.target = Path(target)
         self.what = what
         self.path = lock_path(self.target, folder=folder)
-        self._handle: IO[str] | None = None
+        self._handle: IO[bytes] | None = None
 
     def acquire(self) -> Self:
         """Take the lock or raise `OutputInUseError` naming the holder (never waits)."""
@@ -53,7 +54,7 @@ class OutputLock:
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(10):  # retried only when a releasing holder removed the file meanwhile
-            handle = self.path.open("a+", encoding="utf-8")
+            handle = self.path.open("a+b", buffering=0)  # unbuffered: nothing left to flush
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -71,10 +72,10 @@ class OutputLock:
             if not same:  # the file we locked was unlinked by its previous holder
                 handle.close()
                 continue
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()}\n")
-            handle.flush()
+            with contextlib.suppress(OSError):  # the pid is for messages; a full disk is fine
+                handle.seek(0)
+                handle.truncate()
+                os.pwrite(handle.fileno(), f"{os.getpid()}\n".encode(), 0)
             self._handle = handle
             return self
         raise OutputInUseError(f"{self.path}: could not take the lock (it keeps changing)")
@@ -86,7 +87,8 @@ class OutputLock:
         try:
             self.path.unlink(missing_ok=True)
         finally:
-            self._handle.close()  # closing drops the flock
+            with contextlib.suppress(OSError):
+                self._handle.close()  # closing drops the flock
             self._handle = None
 
     @property

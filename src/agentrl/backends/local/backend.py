@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import threading
 import uuid
@@ -198,12 +199,12 @@ class LocalBackend:
             try:
                 self._write_checkpoint(tmp)
                 _replace_dir(tmp, final)
-            except OSError as exc:
+            except BaseException as exc:
                 shutil.rmtree(tmp, ignore_errors=True)
-                raise named_os_error(exc, final, "cannot save the checkpoint") from exc
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
+                failure = _os_error(exc)
+                if failure is None:
+                    raise
+                raise named_os_error(failure, final, "cannot save the checkpoint") from exc
         return CheckpointRef(
             name=name,
             state_path=str(final / STATE_DIR),
@@ -265,6 +266,17 @@ class LocalBackend:
                         self._optimizer = torch.optim.AdamW(self.trainable_parameters())
                     self._optimizer.load_state_dict(state_dict)
             self.engine.bump_version()
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """`exc` as an OSError when it is one, or a writer's wrapped one ("(os error 28)")."""
+    if isinstance(exc, OSError):
+        return exc
+    found = re.search(r"\(os error (\d+)\)", str(exc))
+    if found is None:
+        return None
+    code = int(found.group(1))
+    return OSError(code, os.strerror(code))
 
 
 def _replace_dir(tmp: Path, final: Path) -> None:
