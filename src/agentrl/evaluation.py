@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,7 +214,9 @@ def _open(
             f"{output} already exists; refusing to overwrite it. Pass --resume to finish an "
             "interrupted evaluation, --overwrite-output to replace it, or another --output."
         )
-    data = read_eval_file(output)
+    with warnings.catch_warnings():  # the writer reports (and drops) a cut last line
+        warnings.simplefilter("ignore")
+        data = read_eval_file(output)
     differs = sorted(
         key
         for key in set(data.config) | set(run_config)
