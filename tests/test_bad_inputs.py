@@ -142,6 +142,7 @@ def test_a_token_budget_smaller_than_the_first_prompt(
     budget = ["--max-trajectory-tokens", "100"]
     line = error_of(capsys, [*TRAIN, *budget, "--run-dir", str(tmp_path / "r"), "--max-steps", "1"])
     assert "--max-trajectory-tokens 100 is smaller than the first prompt" in line
+    assert not (tmp_path / "r" / "run.json").exists()  # fixing the flag needs no --resume
     line = error_of(capsys, [*EVAL, *budget, "--output", str(tmp_path / "e.jsonl")])
     assert "smaller than the first prompt" in line
 
@@ -279,3 +280,11 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     for argv in (["--debug", "view", missing], ["view", missing, "--debug"]):
         with pytest.raises(FileNotFoundError):
             main(argv)
+
+
+@pytest.mark.parametrize("timeout", ["0", "-3", "inf"])
+def test_generate_timeout_must_be_positive(
+    timeout: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["generate", "--out", str(tmp_path), "--train", "1", "--timeout", timeout]
+    assert "--timeout must be a positive number" in error_of(capsys, argv)

@@ -249,6 +249,8 @@ def _run_generate(args: argparse.Namespace) -> int:
     from agentrl.envs.alfworld.data import TASK_TYPES
     from agentrl.envs.alfworld.generate import generate_games
 
+    if not 0 < args.timeout < float("inf"):
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     report = generate_games(
         args.out,
         train=args.train,

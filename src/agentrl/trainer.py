@@ -17,8 +17,10 @@ Each update `n` (1-based):
 
 Checkpoints (training state + sampler weights) are saved every `save_every` updates and at the
 end, each described by `<run_dir>/checkpoints/update-NNNN.json`. `resume=True` loads the latest
-one and continues with the next update. Ctrl-C (task cancellation) lets a started optimizer
-step finish, saves a checkpoint of the last completed update, and re-raises.
+one and continues with the next update (`agentrl.resume`: damaged checkpoints, records of
+updates that were never checkpointed). Cancellation (what SIGINT / SIGTERM do to the CLI) lets
+a started optimizer step or save finish, saves a checkpoint of the last completed update, and
+re-raises. The run folder is locked while `run` goes (`agentrl.reporting.lock`).
 
 The trainer talks to the model only through `TrainingBackend` / `Sampler` and to the world only
 through an `EnvGroupFactory`.
@@ -334,15 +336,14 @@ class Trainer:
 
     async def _run(self) -> TrainResult:
         config = self.config
+        await check_token_budget(  # before anything is written to the run folder
+            self.tasks[0],
+            env_factory=self.env_factory,
+            renderer=self.renderer,
+            protocol=self.protocol,
+            config=self.rollout,
+        )
         first = await self._start()
-        if first <= config.max_steps:
-            await check_token_budget(
-                self.tasks[0],
-                env_factory=self.env_factory,
-                renderer=self.renderer,
-                protocol=self.protocol,
-                config=self.rollout,
-            )
         if self._sinks is None:
             self._sinks = make_sinks(
                 self.run_dir / METRICS_FILE,

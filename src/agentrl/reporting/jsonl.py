@@ -198,40 +198,45 @@ def read_jsonl(path: Path) -> list[JsonObject]:
 
 
 def drop_records(path: Path, drop: Callable[[JsonObject], bool]) -> int:
-    """Remove the records `drop` selects from a JSONL file, atomically; returns how many.
+    """Remove the records `drop` selects from a JSONL file; returns how many.
 
-    Kept lines are copied byte for byte; a cut last line is dropped too. The file is
-    rewritten (temporary file + rename) only when something changes; a missing file is 0.
+    Kept lines stay byte for byte; a cut last line is dropped too. When everything removed
+    comes after everything kept (records of the updates after a checkpoint), the file is
+    truncated in place, so a writer appending to it keeps working; otherwise it is rewritten
+    atomically (temporary file + rename). A missing file is 0.
     """
     path = Path(path)
     if not path.is_file():
         return 0
-    kept: list[str] = []
-    dropped = 0
-    changed = False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         records = iter(read_jsonl(path))
-    text = path.read_text(encoding="utf-8")
-    for raw in text.split("\n"):
+    kept: list[bytes] = []
+    dropped, cut_at, offset, tail_only = 0, None, 0, True
+    for raw in path.read_bytes().split(b"\n"):
+        line_start, offset = offset, offset + len(raw) + 1
         if not raw.strip():
             continue
         try:
             json.loads(raw)
         except ValueError:  # the cut last line (read_jsonl raised for any other)
-            changed = True
+            cut_at = line_start if cut_at is None else cut_at
             continue
         if drop(next(records)):
             dropped += 1
-            changed = True
+            cut_at = line_start if cut_at is None else cut_at
         else:
             kept.append(raw)
-    if changed:
-        tmp = path.with_name(f".{path.name}.tmp")
-        try:
-            tmp.write_text("".join(f"{kept_line}\n" for kept_line in kept), encoding="utf-8")
+            tail_only = tail_only and cut_at is None
+    if cut_at is None:
+        return 0
+    try:
+        if tail_only:
+            os.truncate(path, cut_at)
+        else:
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_bytes(b"".join(line + b"\n" for line in kept))
             os.replace(tmp, path)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise named_os_error(exc, path, "cannot rewrite") from exc
+    except OSError as exc:
+        raise named_os_error(exc, path, "cannot rewrite") from exc
     return dropped
