@@ -67,7 +67,7 @@ from agentrl.resume import (
 from agentrl.rewards import RewardFn
 from agentrl.rollout import RolloutConfig, rollout_batch
 from agentrl.tools import ToolProtocol
-from agentrl.types import TaskInfo, TrajectoryGroup
+from agentrl.types import JsonObject, TaskInfo, TrajectoryGroup
 
 __all__ = ["ORDER_FIELDS", "TrainResult", "Trainer", "task_batch"]
 
@@ -300,19 +300,19 @@ class Trainer:
     async def _start(self) -> int:
         """Check the run folder, resume if asked; return the first update to run."""
         config, run_file = self.config, self.run_dir / RUN_FILE
-        state: dict[str, object] = {
+        state: JsonObject = {
             "config": config.model_dump(mode="json"),
             "tasks": len(self.tasks),
             "tasks_fingerprint": _fingerprint(self.tasks),
         }
         if not config.resume:
             check_run_dir(config)
-            write_run_file(run_file, state)  # type: ignore[arg-type]
+            write_run_file(run_file, state)
             return 1
         if run_file.exists():
-            check_same_run(self.run_dir, read_run_file(run_file), state)  # type: ignore[arg-type]
+            check_same_run(self.run_dir, read_run_file(run_file), state)
         else:
-            write_run_file(run_file, state)  # type: ignore[arg-type]
+            write_run_file(run_file, state)
         latest = await load_latest(self.backend, self.run_dir, fallback=config.resume_fallback)
         done = 0 if latest is None else latest.update
         drop_unsaved_records(self.run_dir, done)
