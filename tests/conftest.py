@@ -35,7 +35,12 @@ def alfworld_games(request: pytest.FixtureRequest):  # -> GenerationReport
     pytest.importorskip("alfworld")
     from agentrl.envs.alfworld.generate import generate_games
 
-    out = request.config.cache.mkdir(f"alfworld-games-{_generator_digest()}")
+    name = f"alfworld-games-{_generator_digest()}"
+    cache = getattr(request.config, "cache", None)  # absent under `-p no:cacheprovider`
+    if cache is not None:
+        out = cache.mkdir(name)
+    else:
+        out = request.getfixturevalue("tmp_path_factory").mktemp(name)
     report = generate_games(out, progress=False, **ALFWORLD_GAMES)
     expected = sum(ALFWORLD_GAMES[split] for split in ("train", "valid_seen", "valid_unseen"))
     assert len(report.games) == expected, report.failures

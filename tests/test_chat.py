@@ -9,11 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentrl.chat import ChatRenderer, ChatTemplateError, HistoryRewriteError
+from agentrl.chat.history import ExtensionMode
 from agentrl.envs.alfworld.tools import alfworld_tool_protocol
 from agentrl.types import Message
 
 PROTOCOL = alfworld_tool_protocol()
-IM_END, NEWLINE = 151645, 198
+IM_END, NEWLINE, ENDOFTEXT = 151645, 198, 151643
 
 # Like Qwen3's own template: the empty think block is kept only on the last assistant turn.
 REWRITING_TEMPLATE = (
@@ -46,7 +47,7 @@ def first_messages() -> list[Message]:
 def test_closing_and_stop_tokens(renderer: ChatRenderer) -> None:
     assert renderer.closing_text == "<|im_end|>\n"
     assert renderer.closing_tokens == [IM_END, NEWLINE]
-    assert renderer.stop_tokens == (IM_END,)
+    assert renderer.stop_tokens == (IM_END, ENDOFTEXT)
     assert renderer.missing_closing([1, 2, IM_END]) == [NEWLINE]
     assert renderer.missing_closing([1, 2, 3]) == [IM_END, NEWLINE]
     assert renderer.missing_closing([]) == [IM_END, NEWLINE]
@@ -147,14 +148,29 @@ def test_unterminated_completion_gets_the_full_closing(
     assert extended[len(prompt) + len(cut) : len(prompt) + len(cut) + 2] == [IM_END, NEWLINE]
 
 
-def test_rewriting_template_is_rejected(qwen_tokenizer: Any) -> None:
-    with pytest.raises(HistoryRewriteError, match="rewrites history"):
-        ChatRenderer(qwen_tokenizer, chat_template=REWRITING_TEMPLATE)
+def test_dropping_think_blocks_is_a_safe_rewrite(qwen_tokenizer: Any) -> None:
+    renderer = ChatRenderer(qwen_tokenizer, chat_template=REWRITING_TEMPLATE, dialect="qwen_xml")
+    assert renderer.extension is ExtensionMode.SAFE_REWRITE
+    assert renderer.record.rewrite is not None and "think" in renderer.record.rewrite
+
+
+def test_other_rewrites_are_rejected(qwen_tokenizer: Any) -> None:
+    shouting = REWRITING_TEMPLATE.replace("m.content + '<|im_end|>", "m.content + '!<|im_end|>")
+    shouting = shouting.replace(
+        "{%- if loop.last -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}",
+        "{%- if loop.last -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- else -%}"
+        "{{- 'Earlier: ' -}}{%- endif -%}",
+    )
+    with pytest.raises(HistoryRewriteError, match=r"rewrites history.*--allow-history-rewrite"):
+        ChatRenderer(qwen_tokenizer, chat_template=shouting, dialect="qwen_xml")
 
 
 def test_rewriting_template_allowed_keeps_sampled_tokens(qwen_tokenizer: Any) -> None:
     renderer = ChatRenderer(
-        qwen_tokenizer, chat_template=REWRITING_TEMPLATE, allow_history_rewrite=True
+        qwen_tokenizer,
+        chat_template=REWRITING_TEMPLATE,
+        allow_history_rewrite=True,
+        dialect="qwen_xml",
     )
     prompt = renderer.initial_prompt(first_messages())
     completion = [*qwen_tokenizer.encode(PROTOCOL.call_text("look")), IM_END]
@@ -174,4 +190,6 @@ def test_template_whose_closing_merges_with_the_reply_is_rejected(qwen_tokenizer
         "{%- endfor -%}{%- if add_generation_prompt -%}{{- 'assistant: ' -}}{%- endif -%}"
     )
     with pytest.raises(ChatTemplateError, match="merges"):
-        ChatRenderer(qwen_tokenizer, chat_template=merging, probe_reply="move quick")
+        ChatRenderer(
+            qwen_tokenizer, chat_template=merging, probe_reply="move quick", dialect="qwen_xml"
+        )

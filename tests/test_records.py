@@ -20,7 +20,7 @@ from agentrl.records import (
 )
 from agentrl.rollout import RolloutConfig, rollout_group
 from agentrl.testing import ScriptedSampler
-from agentrl.types import ParseErrorKind, StopReason, TrajectoryGroup, TurnStatus
+from agentrl.types import CutReply, ParseErrorKind, StopReason, TrajectoryGroup, TurnStatus
 
 PROTOCOL = toy_tool_protocol()
 WIN = ["go to shelf 1", "take key 1 from shelf 1", "go to bin 1", "move key 1 to bin 1"]
@@ -39,7 +39,7 @@ def group(qwen_tokenizer: Any) -> TrajectoryGroup:
         sampler=ScriptedSampler(qwen_tokenizer, scripts),
         renderer=ChatRenderer(qwen_tokenizer, PROTOCOL.tools),
         protocol=PROTOCOL,
-        config=RolloutConfig(group_size=2, max_assistant_tokens=64),
+        config=RolloutConfig(group_size=2, max_assistant_tokens=64, cut_reply=CutReply.END),
     )
     return asyncio.run(rollout)
 

@@ -18,8 +18,10 @@ from agentrl.testing import PolicySampler, ScriptedSampler, ScriptItem, syntheti
 from agentrl.types import (
     Completion,
     CompletionStop,
+    CutReply,
     EnvStep,
     ParseErrorKind,
+    StepCounting,
     StopReason,
     TaskInfo,
     Trajectory,
@@ -144,14 +146,18 @@ async def test_tool_messages_and_state_keys(qwen_tokenizer: Any, renderer: ChatR
         assert turn.env_step is not None and nxt.state_key == turn.env_step.state_key
     first_tool = trajectory.turns[0].tool_message
     assert first_tool is not None and "invalid tool-call format" in first_tool.content
-    assert "Step 0 of 50." in first_tool.content
+    assert "Step 1 of 50." in first_tool.content  # an invalid reply uses a step too
     second = trajectory.turns[1].tool_message
-    assert second is not None and "Step 1 of 50." in second.content
+    assert second is not None and "Step 2 of 50." in second.content
     assert "On the shelf 1, you see a key 1." in second.content
 
 
-async def test_max_env_steps(qwen_tokenizer: Any, renderer: ChatRenderer) -> None:
-    config = RolloutConfig(group_size=1, max_env_steps=3, retry_backoff=0.0)
+async def test_max_env_steps_counting_env_calls(
+    qwen_tokenizer: Any, renderer: ChatRenderer
+) -> None:
+    config = RolloutConfig(
+        group_size=1, max_env_steps=3, retry_backoff=0.0, step_counting=StepCounting.ENV_CALLS
+    )
     group, _ = await play(
         qwen_tokenizer, renderer, [["bad", call("look"), "bad", call("look"), call("look")]], config
     )
@@ -161,7 +167,9 @@ async def test_max_env_steps(qwen_tokenizer: Any, renderer: ChatRenderer) -> Non
 
 
 async def test_assistant_token_limit(qwen_tokenizer: Any, renderer: ChatRenderer) -> None:
-    config = RolloutConfig(group_size=1, max_assistant_tokens=30, retry_backoff=0.0)
+    config = RolloutConfig(
+        group_size=1, max_assistant_tokens=30, retry_backoff=0.0, cut_reply=CutReply.END
+    )
     rambling = "Let me think about this very carefully. " * 20 + call("look")
     group, sampler = await play(qwen_tokenizer, renderer, [[call("look"), rambling]], config)
     (trajectory,) = group.trajectories

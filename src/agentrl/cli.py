@@ -66,6 +66,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 # -- train -----------------------------------------------------------------------------------
 
 
+async def _close(client: object) -> None:
+    """Finish a remote session (backends and samplers that own one have `close()`)."""
+    close = getattr(client, "close", None)
+    if close is not None:
+        await close()
+
+
 async def _train(config: TrainConfig) -> int:
     from agentrl import recipe
     from agentrl.checkpoints import check_run_dir
@@ -85,7 +92,7 @@ async def _train(config: TrainConfig) -> int:
         backend=backend,
         env_factory=recipe.env_factory_for(config),
         tasks=tasks,
-        renderer=recipe.renderer_for(tokenizer, protocol),
+        renderer=recipe.renderer_for(tokenizer, protocol, config),
         protocol=protocol,
     )
     try:
@@ -99,6 +106,8 @@ async def _train(config: TrainConfig) -> int:
             file=sys.stderr,
         )
         raise KeyboardInterrupt from None
+    finally:
+        await _close(backend)
     print(
         f"finished update {result.last_update} of {config.max_steps}; run folder {config.run_dir}"
     )

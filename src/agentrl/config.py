@@ -16,9 +16,10 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentrl.advantages import AdvantageEstimator
-from agentrl.backends.base import AdamParams, LossConfig, LossName, SamplingParams
+from agentrl.backends.base import AdamParams, LossConfig, LossName, MaskMode, SamplingParams
 from agentrl.registry import EstimatorOptions, RewardOptions, make_estimator, make_reward
 from agentrl.rewards import RewardFn
+from agentrl.types import CutReply, StepCounting
 
 __all__ = [
     "BackendName",
@@ -127,6 +128,21 @@ class CommonConfig(BaseModel):
     tokenizer_path: Path | None = Field(
         None, description="local tokenizer folder (default: load the base model's tokenizer)"
     )
+    chat_template: Path | None = Field(
+        None,
+        description="Jinja chat template file to render prompts with (default: the tokenizer's)",
+    )
+    enable_thinking: bool = Field(
+        False, description="thinking mode (Qwen3, Qwen3.5, Qwen3-Thinking-2507): sample reasoning"
+    )
+    tool_dialect: str | None = Field(
+        None,
+        description="tool-call dialect (qwen_json, qwen_xml, llama3_json, deepseek_v3, glm4, "
+        "harmony, kimi_k2; default: detected from the chat template)",
+    )
+    allow_history_rewrite: bool = Field(
+        False, description="extend prompts even where the chat template rewrites earlier turns"
+    )
     device: str = Field("auto", description="torch device for the local backend (auto, cpu, cuda)")
     env: EnvName = Field(
         EnvName.ALFWORLD, description="environment: alfworld, or toy (tiny built-in task)"
@@ -138,6 +154,16 @@ class CommonConfig(BaseModel):
         EnvEngine.FAST, description="ALFWorld environment engine: fast (default) or textworld"
     )
     max_episode_steps: int = Field(50, ge=1, description="maximum env steps per trajectory")
+    step_counting: StepCounting = Field(
+        StepCounting.TURNS,
+        description="what uses a step: turns (every reply, the recipe) or env_calls "
+        "(only replies whose call reached the environment)",
+    )
+    cut_reply: CutReply = Field(
+        CutReply.CONTINUE,
+        description="a reply cut at --max-assistant-tokens: continue (invalid format, the "
+        "episode goes on; the recipe) or end (the branch ends)",
+    )
     max_trajectory_tokens: int = Field(
         12_000, ge=16, description="token budget of one trajectory (prompt + completions)"
     )
@@ -159,9 +185,28 @@ class CommonConfig(BaseModel):
         SwanLabMode.DISABLED, description="SwanLab tracking: online, offline, local or disabled"
     )
     swanlab_project: str = Field("agentrl", min_length=1, description="SwanLab project name")
+    max_in_flight: int = Field(
+        64, ge=1, description="pytrio/tinker: sampling requests in flight at once"
+    )
     experiment_name: str | None = Field(
         None, description="run name in SwanLab and logs (default: derived from the output path)"
     )
+
+    @field_validator("chat_template")
+    @classmethod
+    def _check_template(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"{value}: no such chat template file")
+        return value
+
+    @field_validator("tool_dialect")
+    @classmethod
+    def _check_dialect(cls, value: str | None) -> str | None:
+        from agentrl.chat.dialects import DIALECTS
+
+        if value is not None and value not in DIALECTS:
+            raise ValueError(f"unknown dialect {value!r}; choose one of {', '.join(DIALECTS)}")
+        return value
 
     @field_validator("device")
     @classmethod
@@ -245,6 +290,17 @@ class TrainConfig(CommonConfig):
     )
     save_rollouts: bool = Field(
         True, description="append every update's trajectories (text) to run_dir/rollouts.jsonl"
+    )
+    mask_mode: MaskMode = Field(
+        MaskMode.ZERO_ADVANTAGE,
+        description="pytrio/tinker: how masked tokens reach the loss: zero_advantage (every "
+        "token in the denominator; the recipe, tuned with lr 1e-6) or ignore_index (-100 "
+        "targets: only assistant tokens count; pytrio only)",
+    )
+    remote_recovery: bool = Field(
+        True,
+        description="pytrio/tinker: save a temporary training state after every update so a "
+        "broken training client is rebuilt losing at most the current update",
     )
     resume_fallback: bool = Field(
         False,

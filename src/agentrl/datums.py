@@ -13,6 +13,11 @@ System, user and tool tokens, and closing tokens the renderer added after a comp
 not sampled: they get logprob 0, advantage 0 and mask 0. Backends that only accept
 `target_tokens`, `logprobs` and `advantages` (PyTRIO / Tinker PPO) mask by zero advantage;
 `mask` lets the local backend normalise by the number of assistant tokens.
+
+Segments: where a chat template cannot be extended, the rollout re-renders the conversation and
+marks the turn `new_segment`. A trajectory then yields one datum per segment (a run of turns
+that extend one another), each built as above from its own last prompt and completion; every
+masked token is still a sampled token with its sampler logprob.
 """
 
 from __future__ import annotations
@@ -24,14 +29,16 @@ import numpy as np
 import numpy.typing as npt
 
 from agentrl.advantages import Advantages
-from agentrl.types import Trajectory, TrajectoryGroup
+from agentrl.types import Trajectory, TrajectoryGroup, Turn
 
 __all__ = [
     "Datum",
     "PrefixError",
     "build_datums",
     "has_signal",
+    "segments",
     "trajectory_to_datum",
+    "trajectory_to_datums",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -69,12 +76,30 @@ class Datum:
         return int(self.mask.sum())
 
 
+def segments(turns: Sequence[Turn]) -> list[tuple[int, int]]:
+    """`(first, end)` turn index ranges of the segments (a new one at each `new_segment`)."""
+    starts = [0, *(i for i, turn in enumerate(turns) if i and turn.new_segment)]
+    return list(zip(starts, [*starts[1:], len(turns)], strict=True))
+
+
 def trajectory_to_datum(trajectory: Trajectory, turn_advantages: Sequence[float]) -> Datum:
-    """Build the datum of one trajectory given one advantage per turn.
+    """Build the datum of a one-segment trajectory given one advantage per turn.
 
     Raises PrefixError if a turn's prompt is not a prefix of the full sequence (the rollout
-    broke the exact-extension property) and ValueError on a length mismatch.
+    broke the exact-extension property) and ValueError on a length mismatch or when the
+    trajectory has several segments (use `trajectory_to_datums`).
     """
+    datums = trajectory_to_datums(trajectory, turn_advantages)
+    if len(datums) != 1:
+        raise ValueError(
+            f"the trajectory has {len(datums)} segments (its template cannot be extended); "
+            "build one datum per segment with trajectory_to_datums"
+        )
+    return datums[0]
+
+
+def trajectory_to_datums(trajectory: Trajectory, turn_advantages: Sequence[float]) -> list[Datum]:
+    """One datum per segment of the trajectory (one datum when its template extends)."""
     turns = trajectory.turns
     if len(turn_advantages) != len(turns):
         raise ValueError(
@@ -82,14 +107,19 @@ def trajectory_to_datum(trajectory: Trajectory, turn_advantages: Sequence[float]
         )
     if not turns:
         raise ValueError("cannot build a datum from a trajectory with no turns")
-    full = np.asarray(trajectory.full_tokens, dtype=np.int64)
+    return [_segment_datum(turns[a:b], turn_advantages[a:b], a) for a, b in segments(turns)]
+
+
+def _segment_datum(turns: Sequence[Turn], turn_advantages: Sequence[float], first: int) -> Datum:
+    last = turns[-1]
+    full = np.asarray(last.prompt_tokens + last.completion_tokens, dtype=np.int64)
     if full.size < 2:
         raise ValueError("a datum needs at least two tokens")
     n = full.size - 1
     logprobs = np.zeros(n, dtype=np.float32)
     advantages = np.zeros(n, dtype=np.float32)
     mask = np.zeros(n, dtype=np.float32)
-    for index, (turn, advantage) in enumerate(zip(turns, turn_advantages, strict=True)):
+    for index, (turn, advantage) in enumerate(zip(turns, turn_advantages, strict=True), first):
         start = len(turn.prompt_tokens)
         end = start + len(turn.completion_tokens)
         if end > full.size or not np.array_equal(
@@ -97,7 +127,7 @@ def trajectory_to_datum(trajectory: Trajectory, turn_advantages: Sequence[float]
         ):
             raise PrefixError(
                 f"turn {index}: its prompt ({start} tokens) is not a prefix of the "
-                f"trajectory's {full.size} tokens"
+                f"segment's {full.size} tokens"
             )
         if not np.array_equal(full[start:end], np.asarray(turn.completion_tokens)):
             raise PrefixError(f"turn {index}: its completion is not where the prompt ends")
@@ -127,7 +157,8 @@ def build_datums(
     *,
     skip_zero_advantage: bool = True,
 ) -> list[Datum]:
-    """One datum per trajectory, in group order; zero-advantage trajectories skipped by default."""
+    """One datum per trajectory segment, in group order; zero-advantage trajectories skipped by
+    default."""
     if len(groups) != len(advantages.groups):
         raise ValueError(f"{len(groups)} groups but {len(advantages.groups)} advantage groups")
     datums: list[Datum] = []
@@ -140,5 +171,5 @@ def build_datums(
         for trajectory, turn_adv in zip(group.trajectories, group_adv.per_turn, strict=True):
             if not trajectory.turns or (skip_zero_advantage and not has_signal(turn_adv)):
                 continue
-            datums.append(trajectory_to_datum(trajectory, turn_adv))
+            datums.extend(trajectory_to_datums(trajectory, turn_adv))
     return datums

@@ -168,8 +168,9 @@ def planner_player(
     async def play(task: TaskInfo) -> TrajectoryGroup:
         policy = PlannerPolicy(source)
         await policy.start(task, rollout.group_size)
-        replies = [protocol.call_text(action) for action in policy.plan]
-        sampler = _ReplySampler(renderer, replies, protocol.call_text("look"))
+        write = renderer.dialect
+        replies = [protocol.call_text(action, dialect=write) for action in policy.plan]
+        sampler = _ReplySampler(renderer, replies, protocol.call_text("look", dialect=write))
         return await rollout_group(
             task,
             env_factory=env_factory,
@@ -373,7 +374,7 @@ async def evaluate(
         tokenizer = build_qwen_tokenizer()  # token counts only; no model is involved
     else:
         tokenizer = recipe.tokenizer_for(config)
-    renderer = recipe.renderer_for(tokenizer, protocol)
+    renderer = recipe.renderer_for(tokenizer, protocol, config)
     rollout = recipe.rollout_config_for(
         config, config.trajectories_per_game, config.sampling_params()
     )
@@ -402,17 +403,22 @@ async def evaluate(
             rollout=rollout,
             reward_fn=config.reward_fn(),
         )
-    return await evaluate_tasks(
-        tasks,
-        play,
-        config.output,
-        label=default_label(config),
-        samples_per_game=config.trajectories_per_game,
-        games_per_batch=config.games_per_batch,
-        run_config=config.model_dump(mode="json"),
-        overwrite=config.overwrite_output,
-        resume=config.resume,
-        sinks=sinks,
-        progress=progress,
-        retry_errors=config.retry_errors,
-    )
+    try:
+        return await evaluate_tasks(
+            tasks,
+            play,
+            config.output,
+            label=default_label(config),
+            samples_per_game=config.trajectories_per_game,
+            games_per_batch=config.games_per_batch,
+            run_config={**config.model_dump(mode="json"), "chat": renderer.record.as_json()},
+            overwrite=config.overwrite_output,
+            resume=config.resume,
+            sinks=sinks,
+            progress=progress,
+            retry_errors=config.retry_errors,
+        )
+    finally:
+        close = None if planner else getattr(sampler, "close", None)
+        if close is not None:  # a remote sampler finishes its service session
+            await close()

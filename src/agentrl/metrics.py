@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from agentrl.advantages import DEGENERATE_TOLERANCE, Advantages
+from agentrl.backends.mismatch import LogprobMismatch
 from agentrl.types import JsonObject, JsonValue, Trajectory, TrajectoryGroup
 
 __all__ = [
@@ -240,6 +241,11 @@ class UpdateMetrics(_Record):
     loss: float | None = None
     trained_tokens: int = 0
     """Assistant tokens in the forward/backward batch."""
+    sampler_kl: float | None = None
+    """Estimated KL(sampler || trainer) per assistant token of the batch (~0 when the trainer
+    recomputes the sampler's logprobs; see `agentrl.backends.mismatch`)."""
+    logprob_diff_max: float | None = None
+    """Largest |trainer - sampler| logprob over the batch's assistant tokens."""
     backend: Mapping[str, float] = field(default_factory=dict)
     """Scalars reported by forward_backward and optim_step (e.g. grad norm)."""
     timings: Mapping[str, float] = field(default_factory=dict)
@@ -260,6 +266,7 @@ def update_metrics(
     trained_tokens: int = 0,
     backend: Mapping[str, float] | None = None,
     timings: Mapping[str, float] | None = None,
+    mismatch: LogprobMismatch | None = None,
 ) -> UpdateMetrics:
     """Metrics of one update from its groups and (if computed) the estimator's advantages.
 
@@ -299,6 +306,8 @@ def update_metrics(
         skipped_trajectories=len(trajectories) - trained,
         loss=loss,
         trained_tokens=trained_tokens,
+        sampler_kl=None if mismatch is None else mismatch.sampler_kl,
+        logprob_diff_max=None if mismatch is None else mismatch.max_abs_diff,
         backend=dict(backend or {}),
         timings=dict(timings or {}),
     )

@@ -66,6 +66,9 @@ TOY_EVAL_GAMES = 16
 def tokenizer_for(config: CommonConfig) -> Any:
     """`--tokenizer-path`, else the project's Qwen tokenizer for `tiny`, else the model's own.
 
+    For `tiny` with `--chat-template`, the template's control tokens are added to the Qwen
+    tokenizer (`agentrl.tokenizer.add_template_tokens`), so any family's template works.
+
     The result is a `transformers` tokenizer (it satisfies `agentrl.chat.ChatTokenizer`).
     """
     from agentrl import tokenizer as tokenizers
@@ -73,7 +76,14 @@ def tokenizer_for(config: CommonConfig) -> Any:
     if config.tokenizer_path is not None:
         return tokenizers.load_tokenizer(config.tokenizer_path)
     if config.base_model == TINY_MODEL:
-        return tokenizers.build_qwen_tokenizer()
+        tokenizer = tokenizers.build_qwen_tokenizer()
+        if config.chat_template is not None:  # the family's control tokens, one token each
+            from agentrl.chat.dialects import DIALECTS
+
+            markers = [m for d in DIALECTS.values() for m in (*d.reserved, *d.stop_markers)]
+            template = config.chat_template.read_text(encoding="utf-8")
+            tokenizers.add_template_tokens(tokenizer, template, markers)
+        return tokenizer
     try:
         return tokenizers.load_tokenizer(config.base_model)
     except OSError as exc:
@@ -94,9 +104,28 @@ def tool_protocol_for(config: CommonConfig) -> CommandTool:
     return alfworld_tool_protocol(include_admissible=config.show_admissible)
 
 
-def renderer_for(tokenizer: Any, protocol: CommandTool) -> ChatRenderer:
-    """The chat renderer for `tokenizer` and the protocol's tools (thinking disabled)."""
-    return ChatRenderer(tokenizer, protocol.tools)
+def renderer_for(
+    tokenizer: Any, protocol: CommandTool, config: CommonConfig | None = None
+) -> ChatRenderer:
+    """The chat renderer for `tokenizer` and the protocol's tools, with the config's chat
+    template, thinking mode, tool dialect and history-rewrite choice (default: all off)."""
+    if config is None:
+        return ChatRenderer(tokenizer, protocol.tools)
+    template = None
+    if config.chat_template is not None:
+        template = config.chat_template.read_text(encoding="utf-8")
+    try:
+        return ChatRenderer(
+            tokenizer,
+            protocol.tools,
+            chat_template=template,
+            dialect=config.tool_dialect,
+            enable_thinking=config.enable_thinking,
+            allow_history_rewrite=config.allow_history_rewrite,
+        )
+    except ValueError as exc:
+        source = config.chat_template or f"the tokenizer of {config.base_model}"
+        raise ValueError(f"chat template ({source}): {exc}") from exc
 
 
 def env_factory_for(config: CommonConfig) -> EnvGroupFactory:
@@ -164,6 +193,8 @@ def rollout_config_for(
         max_env_steps=config.max_episode_steps,
         max_trajectory_tokens=config.max_trajectory_tokens,
         max_assistant_tokens=config.max_assistant_tokens,
+        step_counting=config.step_counting,
+        cut_reply=config.cut_reply,
         sampling=sampling,
     )
 
@@ -221,19 +252,28 @@ def local_backend_for(
 
 
 async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingBackend:
-    """The configured training backend (a fresh LoRA run on the base model)."""
+    """The configured training backend: a fresh LoRA run on the base model, or, for a remote
+    service with `--resume` and a checkpoint in the run folder, ONE run restored from it."""
     if config.backend is BackendName.LOCAL:
         return local_backend_for(
             config, tokenizer, config.run_dir / "checkpoints", config.lora_rank
         )
     from agentrl.backends.pytrio import PyTrioBackend
+    from agentrl.backends.pytrio_sdk import RECOVERY_TTL_SECONDS
+    from agentrl.checkpoints import latest_checkpoint
 
+    remote = {
+        "tokenizer": tokenizer,
+        "sdk": config.backend.value,
+        "max_in_flight": config.max_in_flight,
+        "mask_mode": config.mask_mode,
+        "recovery_ttl_seconds": RECOVERY_TTL_SECONDS if config.remote_recovery else None,
+    }
+    latest = latest_checkpoint(config.run_dir) if config.resume else None
+    if latest is not None:
+        return await PyTrioBackend.resume(latest.state_path, base_model=config.base_model, **remote)
     return await PyTrioBackend.create(
-        config.base_model,
-        rank=config.lora_rank,
-        seed=config.seed,
-        tokenizer=tokenizer,
-        sdk=config.backend.value,
+        config.base_model, rank=config.lora_rank, seed=config.seed, **remote
     )
 
 
@@ -268,7 +308,9 @@ async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
     from agentrl.backends.pytrio_sdk import sdk_for
 
     sdk = sdk_for(config.backend.value)
-    service = await asyncio.to_thread(sdk.connect, None)
+    service = await asyncio.to_thread(sdk.connect, None, config.max_in_flight)
     limits = await sdk.limits(service, config.base_model)
     client = await sdk.sampling_client(service, config.base_model, sampler_path)
-    return RemoteSampler(client, sdk=sdk, limits=limits)
+    return RemoteSampler(
+        client, sdk=sdk, limits=limits, max_in_flight=config.max_in_flight, service=service
+    )

@@ -84,6 +84,11 @@ class TurnRecord(_Record):
         description="the environment's answer; None when the state was not advanced"
     )
     score: float | None = None
+    ended: bool | None = Field(
+        default=None,
+        description="the environment ended the episode after this turn (None: older record, "
+        "inferred from the status)",
+    )
     tool_message: str | None = Field(
         description="the tool message sent after this turn; None on the last turn"
     )
@@ -148,6 +153,7 @@ class TrajectoryRecord(_Record):
                     status=turn.status,
                     observation=step.observation if step else None,
                     score=step.score if step else None,
+                    ended=turn.ended,
                     tool_message=turn.tool_message.content if turn.tool_message else None,
                     prompt_tokens=len(turn.prompt_tokens),
                     completion_tokens=len(turn.completion_tokens),
@@ -245,7 +251,9 @@ def _turn_from_record(record: TurnRecord, error: str | None) -> Turn:
         step = EnvStep(
             observation=record.observation,
             score=record.score or 0.0,
-            done=status in (TurnStatus.WON, TurnStatus.ENDED),
+            done=status in (TurnStatus.WON, TurnStatus.ENDED)
+            if record.ended is None
+            else record.ended,
             won=status is TurnStatus.WON,
             admissible=status is not TurnStatus.NOT_ADMISSIBLE,
             error=error,

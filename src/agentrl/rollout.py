@@ -5,8 +5,11 @@ sampling request with `num_samples=K`; after that every live branch sends its ow
 branches concurrently (asyncio), each branch strictly in order. Every prompt is the previous
 one extended by `ChatRenderer.extend`, so the tokens a trajectory trains on are the tokens it
 sampled from. A branch ends when the environment reports a win or the end of the episode,
-after `max_env_steps` env steps, when the next prompt would reach the trajectory token budget
-(the prompt is never sent), or when a completion hits the per-turn assistant token limit. A
+after `max_env_steps` steps (by default every assistant reply uses one, as in the published
+recipe), or when the next prompt would reach the trajectory token budget (the prompt is never
+sent). A reply cut at the per-turn assistant token limit is, by default, an invalid-format turn
+and the episode goes on. Whether a turn is invalid never depends on whether it also ended the
+episode. The full table of turn semantics is in docs/tools-and-rollout.md. A
 sampler error is retried with exponential backoff, then recorded as `sampler_error` for that
 branch; an environment failure is recorded as `env_error`. Neither fails the batch.
 
@@ -22,15 +25,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from agentrl.backends.base import Sampler, SamplingParams
-from agentrl.chat import ChatRenderer
+from agentrl.chat import ChatRenderer, ChatTemplateError
 from agentrl.env import EnvGroup, EnvGroupFactory
 from agentrl.rewards import RewardFn, WinMinusInvalid
-from agentrl.tools import ToolProtocol, ToolResult
+from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect
 from agentrl.types import (
     Completion,
     CompletionStop,
+    CutReply,
     EnvStep,
     Message,
+    StepCounting,
     StopReason,
     TaskInfo,
     TokenCounts,
@@ -52,11 +57,17 @@ class RolloutConfig:
     group_size: int = 8
     """Branches K per game."""
     max_env_steps: int = 50
-    """Env steps (turns whose call parsed) after which a branch ends with `max_steps`."""
+    """Steps after which a branch ends with `max_steps` (what counts: `step_counting`)."""
     max_trajectory_tokens: int = 12_000
     """No prompt reaching this many tokens is sent; a completion may fill up to it."""
     max_assistant_tokens: int = 2_048
-    """Completion tokens per turn; a completion cut at this limit ends the branch."""
+    """Completion tokens per turn; what a cut reply does: `cut_reply`."""
+    step_counting: StepCounting = StepCounting.TURNS
+    """`turns`: every assistant reply uses a step (the recipe); `env_calls`: only replies whose
+    call reached the environment."""
+    cut_reply: CutReply = CutReply.CONTINUE
+    """`continue`: a reply cut at `max_assistant_tokens` is an invalid-format turn and the
+    episode goes on (the recipe); `end`: it ends the branch (`assistant_token_limit`)."""
     sampling: SamplingParams = field(default_factory=SamplingParams)
     """Temperature, top-p and seed; `max_tokens` is set per turn, empty `stop_tokens` are
     replaced by the renderer's."""
@@ -196,10 +207,15 @@ class _Branch:
     messages: list[Message]
     turns: list[Turn] = field(default_factory=list)
     env_steps: int = 0
+    """Turns whose call reached the environment."""
+    steps_used: int = 0
+    """Steps counted against `max_env_steps` (see `RolloutConfig.step_counting`)."""
     completion_tokens: int = 0
     prefill: int = 0
     stop: StopReason | None = None
     error: str | None = None
+    new_segment: bool = False
+    """The current prompt was re-rendered (it starts a new segment)."""
 
 
 @dataclass(frozen=True)
@@ -210,12 +226,41 @@ class _Setup:
     config: RolloutConfig
 
 
-def _stop_after(status: TurnStatus, step: EnvStep | None) -> StopReason | None:
-    if status is TurnStatus.WON:
+def _status(step: EnvStep | None) -> TurnStatus:
+    """The turn's status: whether its action was valid comes first, the episode's end second
+    (a non-admissible action on the step that ends the episode is NOT_ADMISSIBLE)."""
+    if step is None:
+        return TurnStatus.INVALID_FORMAT
+    if step.won:
+        return TurnStatus.WON
+    if not step.admissible:
+        return TurnStatus.NOT_ADMISSIBLE
+    return TurnStatus.ENDED if step.done else TurnStatus.EXECUTED
+
+
+def _env_stop(step: EnvStep | None) -> StopReason | None:
+    """The stop reason the environment's own answer implies, if any."""
+    if step is None:
+        return None
+    if step.error is not None:
+        return StopReason.ENV_ERROR
+    if step.won:
         return StopReason.WON
-    if status is TurnStatus.ENDED:
-        assert step is not None
+    if step.done:
         return StopReason.MAX_STEPS if step.info.get("truncated") is True else StopReason.ENV_DONE
+    return None
+
+
+def _budget_stop(
+    branch: _Branch, cut: bool, max_tokens: int, config: RolloutConfig
+) -> StopReason | None:
+    """The stop reason a budget implies after a turn the environment did not end."""
+    if cut and max_tokens < config.max_assistant_tokens:
+        return StopReason.TOKEN_BUDGET  # the trajectory budget, not the per-turn limit, cut it
+    if cut and config.cut_reply is CutReply.END:
+        return StopReason.ASSISTANT_TOKEN_LIMIT
+    if branch.steps_used >= config.max_env_steps:
+        return StopReason.MAX_STEPS
     return None
 
 
@@ -229,7 +274,7 @@ async def _play_turn(
     branch.completion_tokens += len(completion.tokens)
     text = renderer.completion_text(completion.tokens)
     cut = completion.stop_reason is CompletionStop.LENGTH
-    parsed = setup.protocol.parse(text, truncated=cut)
+    parsed = parse_with_dialect(setup.protocol, renderer.dialect, text, truncated=cut)
     step: EnvStep | None = None
     if parsed.action is not None:
         try:
@@ -237,22 +282,14 @@ async def _play_turn(
         except Exception as exc:
             step = EnvStep(observation="", error=f"{type(exc).__name__}: {exc}")
         branch.env_steps += 1
-    if step is None:
-        status = TurnStatus.INVALID_FORMAT
-    elif step.won:
-        status = TurnStatus.WON
-    elif step.done:
-        status = TurnStatus.ENDED
-    else:
-        status = TurnStatus.EXECUTED if step.admissible else TurnStatus.NOT_ADMISSIBLE
-    stop = _stop_after(status, step)
+    if step is not None or config.step_counting is StepCounting.TURNS:
+        branch.steps_used += 1
+    status = _status(step)
+    stop = _env_stop(step)
     if step is not None and step.error is not None:
-        stop, branch.error = StopReason.ENV_ERROR, step.error
-    elif stop is None and cut:
-        budget_bound = max_tokens < config.max_assistant_tokens
-        stop = StopReason.TOKEN_BUDGET if budget_bound else StopReason.ASSISTANT_TOKEN_LIMIT
-    elif stop is None and branch.env_steps >= config.max_env_steps:
-        stop = StopReason.MAX_STEPS
+        branch.error = step.error
+    if stop is None:
+        stop = _budget_stop(branch, cut, max_tokens, config)
     turn = Turn(
         prompt_tokens=tuple(branch.prompt),
         completion_tokens=completion.tokens,
@@ -262,6 +299,7 @@ async def _play_turn(
         status=status,
         env_step=step,
         state_key=branch.current.state_key,
+        new_segment=branch.new_segment,
     )
     branch.messages.append(Message(role="assistant", content=text))
     if stop is None:
@@ -269,21 +307,35 @@ async def _play_turn(
             status=status,
             step=step if step is not None else branch.current,
             parsed=parsed,
-            env_steps=branch.env_steps,
+            env_steps=branch.steps_used,
             max_env_steps=config.max_env_steps,
         )
         message = setup.protocol.tool_message(result)
-        extended = renderer.extend(branch.prompt, completion.tokens, message)
+        extended, fresh = _next_prompt(branch, completion, message, setup)
         if len(extended) >= config.max_trajectory_tokens:
             stop = StopReason.TOKEN_BUDGET
         else:
             turn = replace(turn, tool_message=message)
             branch.messages.append(message)
-            branch.prompt = extended
+            branch.prompt, branch.new_segment = extended, fresh
             if step is not None:
                 branch.current = step
     branch.turns.append(turn)
     branch.stop = stop
+
+
+def _next_prompt(
+    branch: _Branch, completion: Completion, message: Message, setup: _Setup
+) -> tuple[list[int], bool]:
+    """The next prompt and whether it starts a new segment: the extension of the last prompt,
+    or a fresh render of the conversation where the template cannot be extended."""
+    renderer = setup.renderer
+    if not renderer.segments:
+        try:
+            return renderer.extend(branch.prompt, completion.tokens, message), False
+        except ChatTemplateError as exc:
+            log.warning("cannot extend the prompt (%s); starting a new segment", exc)
+    return renderer.segment_prompt([*branch.messages, message], setup.protocol.tools), True
 
 
 async def _run_branch(

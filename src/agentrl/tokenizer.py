@@ -17,6 +17,7 @@ import base64
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -34,6 +35,7 @@ __all__ = [
     "QWEN_PRETOKENIZE_PATTERN",
     "QWEN_SPECIAL_TOKENS",
     "QwenAddedToken",
+    "add_template_tokens",
     "build_qwen_tokenizer",
     "default_cache_dir",
     "load_tokenizer",
@@ -326,6 +328,36 @@ def build_qwen_tokenizer(cache_dir: Path | None = None) -> PreTrainedTokenizerFa
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return tokenizer
+
+
+_CONTROL = re.compile(r"<\|[A-Za-z0-9_]+\|>|<｜[^｜\s]+｜>|\[gMASK\]|<sop>")
+_TAG = re.compile(r"</?[a-z_]+>")
+_BOS = ("<|begin_of_text|>", "<｜begin▁of▁sentence｜>")
+
+
+def add_template_tokens(
+    tokenizer: PreTrainedTokenizerBase, template: str, markers: Iterable[str] = ()
+) -> list[str]:
+    """Add a chat template's control tokens to a test tokenizer, so each is one token.
+
+    The real tokenizers of non-Qwen families are not available offline; the Qwen tokenizer plus
+    a family's control tokens (`<|eot_id|>`, `<|channel|>`, `<｜tool▁sep｜>`, `[gMASK]` ...,
+    found in the template, plus `markers` that look like tags or control tokens, e.g. a
+    dialect's) tokenizes that family's prompts with the right token boundaries. The template's
+    BOS token (Llama, DeepSeek) becomes `bos_token`. Returns the tokens added.
+    """
+    found = dict.fromkeys(_CONTROL.findall(template))
+    for marker in markers:
+        if _CONTROL.fullmatch(marker) or _TAG.fullmatch(marker):
+            found[marker] = None
+    vocab = tokenizer.get_vocab()
+    new = [token for token in found if token not in vocab]
+    if new:
+        tokenizer.add_tokens(new, special_tokens=True)
+    bos = next((t for t in _BOS if t in found), None)
+    if bos is not None:
+        tokenizer.bos_token = bos
+    return new
 
 
 def load_tokenizer(source: str | Path, **kwargs: Any) -> PreTrainedTokenizerBase:

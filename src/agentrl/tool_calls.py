@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from agentrl.types import ParsedAction, ParseErrorKind, ToolCall
 
 __all__ = [
+    "check_command_call",
     "json_tool_call",
     "normalize_action",
     "parse_tool_call",
@@ -196,6 +197,15 @@ def _parse_json(inner: str, tool_name: str, parameter: str) -> ParsedAction:
             return _fail(ParseErrorKind.MALFORMED, f"argument {key!r} must be a string")
         params[key] = value
     return _action(params, tool_name, parameter)
+
+
+def check_command_call(
+    call: ToolCall, *, tool_name: str, parameter: str = "action"
+) -> ParsedAction:
+    """Check a call read by a dialect against `tool_name(parameter: str)`; never raises."""
+    if call.name != tool_name:
+        return _fail(ParseErrorKind.UNKNOWN_TOOL, f"unknown tool {call.name!r}; use {tool_name}")
+    return _action(dict(call.arguments), tool_name, parameter)
 
 
 def _action(params: dict[str, str], tool_name: str, parameter: str) -> ParsedAction:

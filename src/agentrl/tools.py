@@ -13,10 +13,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from agentrl.tool_calls import json_tool_call, parse_tool_call, xml_tool_call
-from agentrl.types import EnvStep, JsonObject, Message, ParsedAction, TaskInfo, TurnStatus
+from agentrl.chat.dialects.base import ToolCallDialect
+from agentrl.tool_calls import check_command_call, json_tool_call, parse_tool_call, xml_tool_call
+from agentrl.types import (
+    EnvStep,
+    JsonObject,
+    Message,
+    ParsedAction,
+    TaskInfo,
+    ToolCall,
+    TurnStatus,
+)
 
-__all__ = ["CommandTool", "StatusTexts", "ToolProtocol", "ToolResult"]
+__all__ = [
+    "CallChecker",
+    "CommandTool",
+    "StatusTexts",
+    "ToolProtocol",
+    "ToolResult",
+    "parse_with_dialect",
+]
 
 
 @dataclass(frozen=True)
@@ -62,6 +78,39 @@ class ToolProtocol(Protocol):
     def tool_message(self, result: ToolResult) -> Message:
         """The tool message answering one call."""
         ...
+
+
+@runtime_checkable
+class CallChecker(Protocol):
+    """A protocol that can check a call a model family's dialect has already read."""
+
+    def check_call(self, call: ToolCall) -> ParsedAction:
+        """The action of a parsed call, or a typed error; never raises."""
+        ...
+
+
+def _tool_names(protocol: ToolProtocol) -> set[str]:
+    names: set[str] = set()
+    for schema in protocol.tools:
+        function = schema.get("function")
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.add(str(function["name"]))
+    return names
+
+
+def parse_with_dialect(
+    protocol: ToolProtocol, dialect: ToolCallDialect, text: str, *, truncated: bool = False
+) -> ParsedAction:
+    """Read one call with the model family's dialect, then check it with the protocol.
+
+    Protocols without `check_call` parse the text themselves (`protocol.parse`).
+    """
+    if not isinstance(protocol, CallChecker):
+        return protocol.parse(text, truncated=truncated)
+    parsed = dialect.parse(text, tools=_tool_names(protocol) or None, truncated=truncated)
+    if parsed.error is not None:
+        return ParsedAction(action=None, error=parsed.error)
+    return protocol.check_call(parsed.calls[0])
 
 
 @dataclass(frozen=True)
@@ -155,6 +204,10 @@ class CommandTool:
             assistant_text, tool_name=self.name, parameter=self.parameter, truncated=truncated
         )
 
+    def check_call(self, call: ToolCall) -> ParsedAction:
+        """Check a call a dialect has read (tool name, the one argument); never raises."""
+        return check_command_call(call, tool_name=self.name, parameter=self.parameter)
+
     def tool_message(self, result: ToolResult) -> Message:
         """Status line, step counter, observation and (optionally) the available actions."""
         detail = result.parsed.error.detail if result.parsed.error is not None else ""
@@ -167,8 +220,13 @@ class CommandTool:
         lines.extend(self._actions(result.step))
         return Message(role="tool", content="\n".join(lines), name=self.name)
 
-    def call_text(self, action: str, *, style: str = "xml") -> str:
-        """The assistant text that calls this tool with `action` (`style` "xml" or "json")."""
+    def call_text(
+        self, action: str, *, style: str = "xml", dialect: ToolCallDialect | None = None
+    ) -> str:
+        """The assistant text that calls this tool with `action`: in `dialect`'s form when
+        given (a model family's), else Qwen's (`style` "xml" or "json")."""
+        if dialect is not None:
+            return dialect.write(ToolCall(name=self.name, arguments={self.parameter: action}))
         if style == "xml":
             return xml_tool_call(self.name, {self.parameter: action})
         if style == "json":

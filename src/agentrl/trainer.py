@@ -53,6 +53,7 @@ from agentrl.datums import Datum, build_datums
 from agentrl.env import EnvGroupFactory
 from agentrl.metrics import UpdateMetrics, update_metrics
 from agentrl.preflight import check_token_budget
+from agentrl.recipe import rollout_config_for
 from agentrl.records import TrajectoryRecord, append_records
 from agentrl.reporting.lock import OutputLock
 from agentrl.reporting.sinks import MetricSink, make_sinks
@@ -65,7 +66,7 @@ from agentrl.resume import (
     write_run_file,
 )
 from agentrl.rewards import RewardFn
-from agentrl.rollout import RolloutConfig, rollout_batch
+from agentrl.rollout import rollout_batch
 from agentrl.tools import ToolProtocol
 from agentrl.types import JsonObject, TaskInfo, TrajectoryGroup
 
@@ -143,15 +144,10 @@ class Trainer:
         self._sinks = sinks
         self._own_sinks = sinks is None
         self.progress = progress
-        self.rollout = RolloutConfig(
-            group_size=config.group_size,
-            max_env_steps=config.max_episode_steps,
-            max_trajectory_tokens=config.max_trajectory_tokens,
-            max_assistant_tokens=config.max_assistant_tokens,
-            # No fixed per-request seed: every request would draw the same random numbers.
-            # The backend's sampler is seeded from `config.seed` instead.
-            sampling=replace(config.sampling_params(), seed=None),
-        )
+        # No fixed per-request seed: every request would draw the same random numbers.
+        # The backend's sampler is seeded from `config.seed` instead.
+        sampling = replace(config.sampling_params(), seed=None)
+        self.rollout = rollout_config_for(config, config.group_size, sampling)
         self.completed = 0
         """The last completed update."""
         self.last_saved: CheckpointInfo | None = None
@@ -236,6 +232,7 @@ class Trainer:
             trained_tokens=0 if result is None else result.num_tokens,
             backend=scalars,
             timings=timings,
+            mismatch=None if result is None else result.mismatch,
         )
         self._finish(number, groups, metrics)
         if cancelled:
@@ -304,6 +301,7 @@ class Trainer:
             "config": config.model_dump(mode="json"),
             "tasks": len(self.tasks),
             "tasks_fingerprint": _fingerprint(self.tasks),
+            "chat": self.renderer.record.as_json(),
         }
         if not config.resume:
             check_run_dir(config)

@@ -73,7 +73,8 @@ class TurnStatus(StrEnum):
     INVALID_FORMAT = "invalid_format"
     """The tool call could not be parsed; the environment state was not advanced."""
     NOT_ADMISSIBLE = "not_admissible"
-    """The call parsed but the environment could not execute the action."""
+    """The call parsed but the environment could not execute the action (also when the
+    environment ended the episode on that step: `Turn.ended` keeps that fact)."""
     EXECUTED = "executed"
     """The action was executed; the episode goes on."""
 
@@ -81,6 +82,24 @@ class TurnStatus(StrEnum):
     def is_invalid(self) -> bool:
         """True for turns that count as invalid actions in the reward."""
         return self in (TurnStatus.INVALID_FORMAT, TurnStatus.NOT_ADMISSIBLE)
+
+
+class StepCounting(StrEnum):
+    """Which assistant turns use one of the episode's `max_env_steps` steps."""
+
+    TURNS = "turns"
+    """Every assistant reply, whether its tool call parsed or not (the published recipe)."""
+    ENV_CALLS = "env_calls"
+    """Only replies whose call parsed and reached the environment (admissible or not)."""
+
+
+class CutReply(StrEnum):
+    """What a reply cut at the per-turn assistant token limit does to the episode."""
+
+    CONTINUE = "continue"
+    """It is an invalid-format turn and the episode goes on (the published recipe)."""
+    END = "end"
+    """It ends the branch with `assistant_token_limit` (and still counts as invalid)."""
 
 
 class ParseErrorKind(StrEnum):
@@ -225,6 +244,9 @@ class Turn:
     """The tool message appended after this turn (None for the last turn of a trajectory)."""
     state_key: str | None = None
     """State key of the environment state this turn acted from (anchor state)."""
+    new_segment: bool = False
+    """The prompt was re-rendered, not extended from the previous turn (the chat template
+    cannot be extended): this turn starts a new training segment (datum)."""
 
     def __post_init__(self) -> None:
         if len(self.completion_tokens) != len(self.logprobs):
@@ -235,8 +257,15 @@ class Turn:
 
     @property
     def invalid(self) -> bool:
-        """True when this turn counts as an invalid action."""
+        """True when this turn counts as an invalid action (whether or not it also ended the
+        episode: a non-admissible action on the last step is still invalid)."""
         return self.status.is_invalid
+
+    @property
+    def ended(self) -> bool:
+        """True when the environment reported the end of the episode (won or done) after it."""
+        step = self.env_step
+        return step is not None and (step.done or step.won)
 
 
 @dataclass(frozen=True)
@@ -273,7 +302,8 @@ class Trajectory:
 
     @property
     def full_tokens(self) -> tuple[int, ...]:
-        """The whole token sequence: the last prompt followed by the last completion."""
+        """The whole token sequence: the last prompt followed by the last completion (of the
+        last segment, when the template could not be extended)."""
         if not self.turns:
             return ()
         last = self.turns[-1]

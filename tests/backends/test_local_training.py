@@ -37,7 +37,7 @@ def tiny(tokenizer: Any, tmp_path: Any, **kw: Any) -> LocalBackend:
 
 
 async def sampled_datums(
-    backend: LocalBackend, tokenizer: Any, count: int, seed: int = 0
+    backend: LocalBackend, tokenizer: Any, count: int, seed: int = 0, stale: float = 0.4
 ) -> list[Datum]:
     """Two-turn trajectories sampled from the model, turned into datums by agentrl.datums."""
     sampler = await backend.sampler()
@@ -71,7 +71,7 @@ async def sampled_datums(
         advantage = float(rng.normal())
         datum = trajectory_to_datum(trajectory, [advantage, advantage])
         # Make the sampler "stale" so ratios spread over both clipping branches.
-        noise = rng.normal(0.0, 0.4, len(datum)).astype(np.float32) * datum.mask
+        noise = rng.normal(0.0, stale, len(datum)).astype(np.float32) * datum.mask
         datums.append(
             Datum(
                 datum.model_input,
@@ -101,6 +101,21 @@ def reference_loss(backend: LocalBackend, datums: list[Datum], loss: LossName) -
                 total += -new[j]
             tokens += 1
     return total / tokens
+
+
+async def test_first_step_mismatch_is_zero(qwen_tokenizer, tmp_path) -> None:
+    """Sampler and trainer are the same weights on the first step: KL ~ 0; stale logprobs
+    (what an off-policy or mis-tokenised batch looks like) show up in the metric."""
+    backend = tiny(qwen_tokenizer, tmp_path)
+    fresh = await sampled_datums(backend, qwen_tokenizer, 3, stale=0.0)
+    result = await backend.forward_backward(fresh, LossName.PPO, LossConfig(0.8, 1.2))
+    assert result.mismatch is not None
+    assert result.mismatch.tokens == sum(d.num_assistant_tokens for d in fresh)
+    assert result.mismatch.sampler_kl < 1e-10 and result.mismatch.max_abs_diff < 1e-4
+    stale = await sampled_datums(backend, qwen_tokenizer, 3, stale=0.4)
+    shifted = await backend.forward_backward(stale, LossName.PPO, LossConfig(0.8, 1.2))
+    assert shifted.mismatch is not None and shifted.mismatch.sampler_kl > 1e-3
+    assert shifted.mismatch.max_abs_diff > 0.1
 
 
 @pytest.mark.parametrize("loss", list(LossName))

@@ -317,37 +317,7 @@ async def test_backend_fails_early_on_a_datum_that_cannot_fit(sdk_loop, datum_fa
     assert coordinator.events == []
 
 
-class FakeService:
-    """The service's factory method for sampling clients (control plane), recording paths."""
-
-    def __init__(self, runner: SDKEventLoopRunner) -> None:
-        self.runner = runner
-        self.model_paths: list[str | None] = []
-
-    async def create_sampling_client_async(self, base_model: str, model_path: str | None):
-        self.model_paths.append(model_path)
-        return _sampling_client(self.runner, FakeSamplingCoordinator())
-
-
-async def test_sampler_follows_the_weights(sdk_loop, datum_factory) -> None:
-    coordinator = FakeTrainerCoordinator()
-    service = FakeService(sdk_loop)
-    backend = PyTrioBackend(
-        service=service,
-        training_client=_training_client(sdk_loop, coordinator),
-        base_model="Qwen/Qwen3-0.6B",
-        tokenizer=LocalTokenizer(),
-    )
-    first = await backend.sampler()
-    assert await backend.sampler() is first  # no step yet: same base-model sampler
-    await backend.forward_backward([datum_factory()], LossName.PPO, LossConfig())
-    await backend.optim_step(AdamParams())
-    second = await backend.sampler()
-    assert second is not first
-    saved = [p.name for e, p in coordinator.events if e is EventType.TRAINER_SAVE_WEIGHTS]
-    assert service.model_paths == [None, f"trio://run/weights/{saved[0]}"]
-    (completion, _) = await second.sample([1, 2], 2, SamplingParams(max_tokens=3))
-    assert completion.tokens == (10, 20, 30)
+# The per-update sampler (temporary weights): see test_pytrio_service.py.
 
 
 # -- live (opt-in) ----------------------------------------------------------------------------
@@ -369,3 +339,43 @@ async def test_live_round_trip(datum_factory) -> None:
     await backend.optim_step(AdamParams(learning_rate=1e-6))
     ref = await backend.save("agentrl-live-test")
     assert ref.state_path and ref.sampler_path
+
+
+@pytest.mark.live
+@pytest.mark.skipif(
+    not os.environ.get("AGENTRL_LIVE_PYTRIO"), reason="set AGENTRL_LIVE_PYTRIO=1 (uses credits)"
+)
+async def test_live_recipe_semantics() -> None:
+    """On the real service: first-step KL ~ 0, PPO clipping zeroes the gradient of a datum
+    whose ratio is pushed out of [0.8, 1.2], and a resume is one run (load adds none)."""
+    from agentrl.backends.base import CheckpointRef
+    from agentrl.datums import Datum
+
+    model = os.environ.get("AGENTRL_LIVE_MODEL", "Qwen/Qwen3-0.6B")
+    backend = await PyTrioBackend.create(model, rank=4, seed=0)
+    sampler = await backend.sampler()
+    prompt = [9707, 11, 1879, 0]
+    (completion,) = await sampler.sample(prompt, 1, SamplingParams(max_tokens=16, seed=1))
+    full = np.asarray([*prompt, *completion.tokens], dtype=np.int64)
+    n = len(full) - 1
+    mask = np.zeros(n, np.float32)
+    mask[len(prompt) - 1 :] = 1.0
+    logprobs = np.zeros(n, np.float32)
+    logprobs[len(prompt) - 1 :] = completion.logprobs
+
+    def datum(old: np.ndarray, advantage: float) -> Datum:
+        return Datum(full[:-1], full[1:], old, (mask * advantage).astype(np.float32), mask)
+
+    first = await backend.forward_backward([datum(logprobs, 0.0)], LossName.PPO, LossConfig())
+    assert first.mismatch is not None and first.mismatch.sampler_kl < 1e-2
+    # ratio = exp(new - old) = e^3 >> 1.2 with a positive advantage: clipped, no gradient.
+    pushed = datum((logprobs - 3.0 * mask).astype(np.float32), 1.0)
+    await backend.forward_backward([pushed], LossName.PPO, LossConfig(0.8, 1.2))
+    metrics = await backend.optim_step(AdamParams(learning_rate=1e-6))
+    if "grad_norm" in metrics:
+        assert metrics["grad_norm"] < 1e-6
+    ref = await backend.save("agentrl-live-semantics")
+    resumed = await PyTrioBackend.resume(ref.state_path, base_model=model)
+    client = resumed.training_client
+    await resumed.load(CheckpointRef(ref.name, ref.state_path, ref.sampler_path))
+    assert resumed.training_client is client  # no second run

@@ -88,3 +88,65 @@ async def test_limits_come_from_the_service_capabilities() -> None:
     assert limits.max_datum_tokens == 16384
     with pytest.raises(ValueError, match="not offered by the service"):
         await PyTrioSdk().limits(Service(), "Qwen/Unknown")
+
+
+# -- tinker: no deprecated calls, the session closed, the rank left to the server -------------
+
+TINKER_CALLS = {
+    "ServiceClient": (
+        "create_lora_training_client",
+        "create_training_client_from_state_with_optimizer",
+        "create_sampling_client",
+        "close",
+    ),
+    "TrainingClient": (
+        "forward_backward",
+        "optim_step",
+        "save_state",
+        "save_weights_for_sampler",
+        "save_weights_and_get_sampling_client",
+    ),
+    "SamplingClient": ("sample",),
+    "RestClient": ("get_server_capabilities",),
+}
+"""Every tinker method TinkerSdk calls (see agentrl/backends/pytrio_sdk.py)."""
+
+
+def test_tinker_calls_are_not_deprecated() -> None:
+    tinker = pytest.importorskip("tinker")
+    import inspect
+
+    from agentrl.backends import pytrio_sdk
+
+    source = inspect.getsource(pytrio_sdk.TinkerSdk)
+    for cls_name, methods in TINKER_CALLS.items():
+        cls = getattr(tinker, cls_name)
+        for name in methods:
+            method = getattr(cls, name)
+            assert not hasattr(method, "__deprecated__"), f"tinker.{cls_name}.{name} is deprecated"
+            assert f".{name}(" in source, f"TinkerSdk no longer calls {name}; update TINKER_CALLS"
+    # The deprecated spellings the pytrio dialect uses must not leak into tinker's.
+    for deprecated in ("_async(", "get_server_capabilities_async", "create_rest_client"):
+        assert deprecated not in source
+
+
+async def test_tinker_session_is_closed() -> None:
+    tinker = pytest.importorskip("tinker")
+    from agentrl.backends.pytrio_sdk import TinkerSdk
+
+    service = tinker.ServiceClient(api_key="tml-offline")  # no request until first use
+    await TinkerSdk().close(service)
+    assert service._closed is True
+
+
+def test_rank_limits_per_sdk() -> None:
+    from agentrl.backends.pytrio_sdk import PyTrioSdk, TinkerSdk
+
+    for rank in (4, 32, 64):
+        PyTrioSdk().check_rank(rank)
+    for rank in (2, 65, 128):
+        with pytest.raises(ValueError, match=r"\[4, 64\] for pytrio"):
+            PyTrioSdk().check_rank(rank)
+    TinkerSdk().check_rank(128)  # the service decides
+    with pytest.raises(ValueError, match=">= 1"):
+        TinkerSdk().check_rank(0)

@@ -64,6 +64,7 @@ def test_console_sink_prints_a_table(tmp_path: Path) -> None:
         "degen",
         "loss",
         "tokens",
+        "kl",
         "sec",
         "errors",
     ]

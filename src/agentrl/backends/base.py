@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
+from agentrl.backends.mismatch import LogprobMismatch
 from agentrl.datums import Datum
 from agentrl.types import Completion
 
@@ -21,6 +22,7 @@ __all__ = [
     "ForwardBackwardResult",
     "LossConfig",
     "LossName",
+    "MaskMode",
     "Sampler",
     "SamplingParams",
     "TrainingBackend",
@@ -104,6 +106,18 @@ class ForwardBackwardResult:
     num_tokens: int
     """Assistant (trained) tokens in the batch."""
     metrics: Mapping[str, float] = field(default_factory=dict)
+    mismatch: LogprobMismatch | None = None
+    """Sampler-vs-trainer logprob agreement over the assistant tokens (None: not reported)."""
+
+
+class MaskMode(StrEnum):
+    """How a datum's mask reaches a remote loss (the backend adapter's explicit choice)."""
+
+    ZERO_ADVANTAGE = "zero_advantage"
+    """Masked targets are sent with advantage 0: they still count in a service's per-token
+    denominator (the published recipe)."""
+    IGNORE_INDEX = "ignore_index"
+    """Masked targets are sent as -100: only assistant tokens count."""
 
 
 @dataclass(frozen=True)

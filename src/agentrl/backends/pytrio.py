@@ -7,17 +7,23 @@
     ref = await backend.save("update-0020")            # state + sampler weights
     backend = await PyTrioBackend.resume(ref.state_path, base_model="Qwen/Qwen3.5-4B")
 
-The API key comes from the `api_key` argument, `PYTRIO_API_KEY`, or `trio login`. The SDK
-validates token ids against the base model's tokenizer, which it downloads on first use;
-pass `tokenizer=` (an object or a local path) to use a local one instead.
+The API key comes from the `api_key` argument, `PYTRIO_API_KEY`, or `trio login`. pytrio
+validates training token ids against the base model's vocabulary size, loading the tokenizer
+on the first forward_backward: from ModelScope when `modelscope` is installed, else from the
+Hugging Face hub through transformers. Pass `tokenizer=` (an object or a local folder, the
+CLI's `--tokenizer-path`) to use a local one and download nothing. Tinker loads no tokenizer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from agentrl._optional import require
 from agentrl.backends.base import (
@@ -28,7 +34,9 @@ from agentrl.backends.base import (
     LossName,
     SamplingParams,
 )
+from agentrl.backends.mismatch import LogprobMismatch, datum_mismatch
 from agentrl.backends.pytrio_convert import (
+    MaskMode,
     RemoteLimits,
     check_datums_fit,
     completion_from_sequence,
@@ -37,11 +45,20 @@ from agentrl.backends.pytrio_convert import (
     to_sdk_datum,
     to_sdk_sampling_params,
 )
-from agentrl.backends.pytrio_sdk import MissingApiKeyError, PyTrioSdk, SdkName, sdk_for
+from agentrl.backends.pytrio_sdk import (
+    RECOVERY_TTL_SECONDS,
+    MissingApiKeyError,
+    PyTrioSdk,
+    SdkName,
+    is_broken_run,
+    sdk_for,
+)
 from agentrl.datums import Datum
 from agentrl.types import Completion
 
-__all__ = ["MissingApiKeyError", "PyTrioBackend", "RemoteSampler", "SdkName"]
+__all__ = ["MaskMode", "MissingApiKeyError", "PyTrioBackend", "RemoteSampler", "SdkName"]
+
+log = logging.getLogger(__name__)
 
 
 class RemoteSampler:
@@ -54,10 +71,12 @@ class RemoteSampler:
         sdk: PyTrioSdk | None = None,
         max_in_flight: int = 64,
         limits: RemoteLimits | None = None,
+        service: Any = None,
     ) -> None:
-        if max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        _check_in_flight(max_in_flight)
         self.client = client
+        self.service = service
+        """The service client this sampler owns (closed by `close`), if any."""
         self.sdk = sdk or PyTrioSdk()
         self.limits = limits or RemoteLimits()
         self.max_in_flight = max_in_flight
@@ -100,9 +119,24 @@ class RemoteSampler:
             raise ValueError(f"asked the service for {num_samples} samples, got {len(completions)}")
         return completions
 
+    async def close(self) -> None:
+        """Finish the session of the service client this sampler owns (if it owns one)."""
+        if self.service is not None:
+            await self.sdk.close(self.service)
+            self.service = None
+
 
 class PyTrioBackend:
-    """`TrainingBackend` over a remote LoRA training client (pytrio or tinker SDK)."""
+    """`TrainingBackend` over a remote LoRA training client (pytrio or tinker SDK).
+
+    Storage: each update's sampler is temporary weights (`save_weights_and_get_sampling_client`,
+    kept by the service for hours, not forever); `save()` alone writes permanent checkpoints.
+    With `recovery_ttl_seconds`, each optimizer step also saves a temporary training state, so a
+    training client that breaks (a failed chunk of a split forward_backward) is rebuilt from the
+    state before the current update and the update is retried once: at most that update's work
+    is lost. Set it to None to save nothing between checkpoints (recovery then starts from the
+    last permanent checkpoint).
+    """
 
     def __init__(
         self,
@@ -115,6 +149,9 @@ class PyTrioBackend:
         tokenizer: Any = None,
         max_in_flight: int = 64,
         pristine: bool = True,
+        mask_mode: MaskMode | str = MaskMode.ZERO_ADVANTAGE,
+        recovery_ttl_seconds: int | None = RECOVERY_TTL_SECONDS,
+        state_path: str | None = None,
     ) -> None:
         """Wrap clients created elsewhere (see `create` / `resume` for the usual way)."""
         self.service = service
@@ -123,10 +160,29 @@ class PyTrioBackend:
         self.sdk = sdk or PyTrioSdk()
         self.limits = limits or RemoteLimits()
         self.max_in_flight = max_in_flight
+        self.mask_mode = MaskMode(mask_mode)
+        if self.mask_mode is MaskMode.IGNORE_INDEX and not self.sdk.accepts_ignore_index:
+            raise ValueError(
+                f"mask_mode='ignore_index' sends -100 targets, which {self.sdk.name} does not "
+                "accept; its losses are sums over targets, so mask_mode='zero_advantage' gives "
+                "the same gradient there"
+            )
+        if recovery_ttl_seconds is not None and recovery_ttl_seconds < 3600:
+            raise ValueError(
+                f"recovery_ttl_seconds must be >= 3600 (the services' minimum) or None, "
+                f"got {recovery_ttl_seconds}"
+            )
+        self.recovery_ttl_seconds = recovery_ttl_seconds
         self.steps = 0
         """Optimizer steps taken through this object."""
+        self.recoveries = 0
+        """Training clients rebuilt after the service refused further work."""
         self._pristine = pristine
         """True while the weights are the base model's (a fresh run before any step)."""
+        self._state_path = state_path
+        """The saved training state the current training client started from, if any."""
+        self._recovery_path = state_path
+        """The newest training state to rebuild from (a recovery state or a checkpoint)."""
         self._version = 0
         self._sampler: RemoteSampler | None = None
         self._sampler_version = -1
@@ -148,12 +204,16 @@ class PyTrioBackend:
         tokenizer: Any = None,
         sdk: SdkName | str = SdkName.PYTRIO,
         max_in_flight: int = 64,
+        mask_mode: MaskMode | str = MaskMode.ZERO_ADVANTAGE,
+        recovery_ttl_seconds: int | None = RECOVERY_TTL_SECONDS,
+        service: Any = None,
     ) -> PyTrioBackend:
-        """Connect and start a new LoRA training run on `base_model` (rank in [4, 64])."""
-        if not 4 <= rank <= 64:
-            raise ValueError(f"LoRA rank must be in [4, 64] for the remote service, got {rank}")
+        """Connect and start a new LoRA training run on `base_model` (pytrio: rank in [4, 64])."""
         dialect = sdk_for(sdk)
-        service = await asyncio.to_thread(dialect.connect, api_key)
+        dialect.check_rank(rank)
+        _check_in_flight(max_in_flight)
+        if service is None:  # else: an existing service client (e.g. shared in a notebook)
+            service = await asyncio.to_thread(dialect.connect, api_key, max_in_flight)
         limits = await dialect.limits(service, base_model)
         client = await dialect.create_training(
             service,
@@ -172,6 +232,8 @@ class PyTrioBackend:
             limits=limits,
             tokenizer=tokenizer,
             max_in_flight=max_in_flight,
+            mask_mode=mask_mode,
+            recovery_ttl_seconds=recovery_ttl_seconds,
         )
 
     @classmethod
@@ -184,10 +246,16 @@ class PyTrioBackend:
         tokenizer: Any = None,
         sdk: SdkName | str = SdkName.PYTRIO,
         max_in_flight: int = 64,
+        mask_mode: MaskMode | str = MaskMode.ZERO_ADVANTAGE,
+        recovery_ttl_seconds: int | None = RECOVERY_TTL_SECONDS,
+        service: Any = None,
     ) -> PyTrioBackend:
-        """A new training client restored (weights + optimizer) from a `save` state path."""
+        """ONE new training run restored (weights + optimizer) from a `save` state path; a
+        later `load()` of the same checkpoint does not start another run."""
         dialect = sdk_for(sdk)
-        service = await asyncio.to_thread(dialect.connect, api_key)
+        _check_in_flight(max_in_flight)
+        if service is None:  # else: an existing service client (e.g. shared in a notebook)
+            service = await asyncio.to_thread(dialect.connect, api_key, max_in_flight)
         limits = await dialect.limits(service, base_model)
         client = await dialect.resume_training(service, state_path)
         return cls(
@@ -199,70 +267,160 @@ class PyTrioBackend:
             tokenizer=tokenizer,
             max_in_flight=max_in_flight,
             pristine=False,
+            mask_mode=mask_mode,
+            recovery_ttl_seconds=recovery_ttl_seconds,
+            state_path=state_path,
         )
 
     async def sampler_for(self, model_path: str | None = None) -> RemoteSampler:
         """A sampler of the base model (`model_path=None`) or of saved sampler weights."""
         client = await self.sdk.sampling_client(self.service, self.base_model, model_path)
+        return self._wrap(client)
+
+    def _wrap(self, client: Any) -> RemoteSampler:
         return RemoteSampler(
             client, sdk=self.sdk, max_in_flight=self.max_in_flight, limits=self.limits
         )
 
     async def sampler(self) -> RemoteSampler:
-        """A sampler of the current weights (saved as temporary sampler weights if trained)."""
+        """A sampler of the current weights: the base model's before any step, else a
+        temporary snapshot (never a permanent save)."""
         if self._sampler is not None and self._sampler_version == self._version:
             return self._sampler
-        path = None
-        if not self._pristine:
-            name = f"sampler-v{self._version:06d}"
-            path = await self.sdk.save_sampler(self.training_client, name)
-        self._sampler = await self.sampler_for(path)
+        if self._pristine:
+            self._sampler = await self.sampler_for(None)
+        else:
+            client = await self.sdk.ephemeral_sampling_client(self.training_client)
+            self._sampler = self._wrap(client)
         self._sampler_version = self._version
         return self._sampler
 
     async def forward_backward(
         self, datums: Sequence[Datum], loss: LossName, config: LossConfig
     ) -> ForwardBackwardResult:
-        """Send datums (masked by zero advantage) and accumulate gradients remotely."""
+        """Send datums (masked as `mask_mode` says) and accumulate gradients remotely.
+
+        A failed request is sent once more; if the service then refuses further work on this
+        training client (a failed chunk of a split batch left its gradients uncertain), the
+        client is rebuilt from the newest saved state and the batch is sent to it. The result's
+        metrics then carry `retried = 1` and `recovered = 1` (0 when the retry went through).
+        """
         loss = LossName(loss)
         if not datums:
             raise ValueError("forward_backward got no datums")
         check_datums_fit(datums, self.limits, self.base_model)
         types = self.sdk.types
-        data = [to_sdk_datum(types, d, loss) for d in datums]
-        output = await self.sdk.forward_backward(
-            self.training_client, data, loss.value, loss_fn_config(loss, config)
-        )
+        data = [to_sdk_datum(types, d, loss, self.mask_mode) for d in datums]
+        settings = loss_fn_config(loss, config)
+        retried = recovered = 0.0
+        try:
+            output = await self.sdk.forward_backward(
+                self.training_client, data, loss.value, settings
+            )
+        except Exception as failure:
+            log.warning("remote forward_backward failed (%s); trying once more", failure)
+            retried = 1.0
+            try:  # a client whose gradients became uncertain refuses this (run broken)
+                output = await self.sdk.forward_backward(
+                    self.training_client, data, loss.value, settings
+                )
+            except Exception as exc:
+                if not is_broken_run(exc):
+                    raise
+                await self._recover(failure)
+                recovered = 1.0
+                output = await self.sdk.forward_backward(
+                    self.training_client, data, loss.value, settings
+                )
         metrics = {k: float(v) for k, v in dict(getattr(output, "metrics", {}) or {}).items()}
+        if retried:
+            metrics.update(retried=retried, recovered=recovered)
         tokens = int(sum(d.mask.sum() for d in datums))
         if "loss_mean" in metrics:  # pytrio: loss_sum / token_count of the logical batch
             loss_value = metrics["loss_mean"]
         else:  # tinker reports the summed loss as "loss:sum"
             total = metrics.get("loss:sum", metrics.get("loss_sum", 0.0))
             loss_value = total / max(tokens, 1)
-        return ForwardBackwardResult(loss=loss_value, num_tokens=tokens, metrics=metrics)
+        return ForwardBackwardResult(
+            loss=loss_value,
+            num_tokens=tokens,
+            metrics=metrics,
+            mismatch=_mismatch(datums, output),
+        )
+
+    async def _recover(self, error: BaseException) -> None:
+        """Replace a broken training client by one restored from the newest saved state."""
+        if self._recovery_path is None:
+            raise RuntimeError(
+                "the remote training client refused further work and there is no saved state "
+                "to rebuild it from (no checkpoint yet and recovery_ttl_seconds=None)"
+            ) from error
+        log.warning(
+            "remote training client is broken (%s); rebuilding it from %s",
+            error,
+            self._recovery_path,
+        )
+        self.training_client = await self.sdk.resume_training(self.service, self._recovery_path)
+        if self.tokenizer is not None:
+            self.sdk.use_local_tokenizer(self.training_client, self.tokenizer)
+        self._state_path = self._recovery_path
+        self.recoveries += 1
 
     async def optim_step(self, adam: AdamParams) -> Mapping[str, float]:
-        """One remote Adam step."""
+        """One remote Adam step (then a temporary recovery state, if enabled)."""
         metrics = await self.sdk.optim_step(self.training_client, to_sdk_adam(self.sdk.types, adam))
         self.steps += 1
         self._version += 1
         self._pristine = False
+        if self.recovery_ttl_seconds is not None:
+            self._recovery_path = await self.sdk.save_state(
+                self.training_client,
+                f"recovery-{uuid.uuid4().hex[:12]}",
+                ttl_seconds=self.recovery_ttl_seconds,
+            )
         return metrics
 
     async def save(self, name: str) -> CheckpointRef:
-        """`save_state` and `save_weights_for_sampler` together; both paths are returned."""
+        """Permanent `save_state` and `save_weights_for_sampler` together; both paths returned."""
         state = await self.sdk.save_state(self.training_client, name)
         sampler = await self.sdk.save_sampler(self.training_client, name)
+        self._recovery_path = state
         return CheckpointRef(name=name, state_path=state, sampler_path=sampler)
 
     async def load(self, ref: CheckpointRef) -> None:
-        """Replace the training client by one restored from `ref` (weights + optimizer)."""
-        self.training_client = await self.sdk.resume_training(self.service, ref.state_path)
-        if self.tokenizer is not None:
-            self.sdk.use_local_tokenizer(self.training_client, self.tokenizer)
+        """Restore training state (weights + optimizer) from `ref`: a new training run, unless
+        this backend's run already started from that state (see `resume`)."""
+        if ref.state_path != self._state_path:
+            self.training_client = await self.sdk.resume_training(self.service, ref.state_path)
+            if self.tokenizer is not None:
+                self.sdk.use_local_tokenizer(self.training_client, self.tokenizer)
+            self._state_path = ref.state_path
+        self._recovery_path = ref.state_path
         self._version += 1
         self._pristine = False
+
+    async def close(self) -> None:
+        """Finish the service session (tinker) and release the clients."""
+        await self.sdk.close(self.service)
+
+
+def _check_in_flight(max_in_flight: int) -> None:
+    if max_in_flight < 1:
+        raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+
+
+def _mismatch(datums: Sequence[Datum], output: Any) -> LogprobMismatch | None:
+    """Sampler-vs-trainer agreement from `loss_fn_outputs[i]["logprobs"]` (None if absent)."""
+    outputs = getattr(output, "loss_fn_outputs", None)
+    if not outputs or len(outputs) != len(datums):
+        return None
+    values = []
+    for item in outputs:
+        logprobs = item.get("logprobs") if isinstance(item, Mapping) else None
+        if logprobs is None:
+            return None
+        values.append(np.asarray(logprobs.to_numpy(), dtype=np.float64))
+    return datum_mismatch(datums, values)
 
 
 def _billed_prefill(response: Any, prompt_length: int) -> int:

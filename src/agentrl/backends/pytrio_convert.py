@@ -3,8 +3,17 @@
 Both SDKs share the type vocabulary (`ModelInput.from_ints`, `Datum(model_input,
 loss_fn_inputs)`, `TensorData.from_numpy`, `SamplingParams`, `AdamParams`), so every function
 takes the SDK's `types` module. For `ppo` and `importance_sampling` the SDK only sends
-`target_tokens`, `logprobs` and `advantages`: a mask would be dropped silently, so masking is
-done by zero advantage and a datum with an advantage outside its mask is rejected here.
+`target_tokens`, `logprobs` and `advantages`: a mask would be dropped silently, so the mask
+reaches the service in one of two ways, chosen explicitly (`MaskMode`):
+
+- `zero_advantage` (the published recipe, default): every target is sent, the mask becomes a
+  zero advantage. The service counts every target that is not -100 as an active token, so
+  system / user / tool tokens are in the loss denominator too.
+- `ignore_index`: targets outside the mask are sent as -100, so only assistant tokens are
+  active. Only for an SDK that accepts -100 (pytrio); tinker's losses are sums, where the two
+  modes give the same gradient, and it is refused there.
+
+A datum with an advantage outside its mask is rejected in both modes.
 """
 
 from __future__ import annotations
@@ -16,12 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from agentrl.backends.base import AdamParams, LossConfig, LossName, SamplingParams
+from agentrl.backends.base import AdamParams, LossConfig, LossName, MaskMode, SamplingParams
 from agentrl.datums import Datum
 from agentrl.types import Completion, CompletionStop
 
 __all__ = [
+    "IGNORE_INDEX",
     "DatumTooLongError",
+    "MaskMode",
     "RemoteLimits",
     "check_datums_fit",
     "completion_from_sequence",
@@ -30,6 +41,10 @@ __all__ = [
     "to_sdk_datum",
     "to_sdk_sampling_params",
 ]
+
+
+IGNORE_INDEX = -100
+"""The target id the services skip (neither trained nor counted as an active token)."""
 
 
 @dataclass(frozen=True)
@@ -78,10 +93,18 @@ def loss_fn_config(loss: LossName, config: LossConfig) -> dict[str, float] | Non
     return None
 
 
-def to_sdk_datum(types: ModuleType, datum: Datum, loss: LossName) -> Any:
-    """An SDK `Datum` carrying exactly the inputs `loss` uses."""
+def to_sdk_datum(
+    types: ModuleType,
+    datum: Datum,
+    loss: LossName,
+    mask_mode: MaskMode = MaskMode.ZERO_ADVANTAGE,
+) -> Any:
+    """An SDK `Datum` carrying exactly the inputs `loss` uses, masked as `mask_mode` says."""
     model_input = types.ModelInput.from_ints([int(t) for t in datum.model_input])
-    targets = types.TensorData.from_numpy(np.asarray(datum.target_tokens, dtype=np.int64))
+    target_ids = np.asarray(datum.target_tokens, dtype=np.int64)
+    if MaskMode(mask_mode) is MaskMode.IGNORE_INDEX:
+        target_ids = np.where(datum.mask > 0, target_ids, IGNORE_INDEX).astype(np.int64)
+    targets = types.TensorData.from_numpy(target_ids)
     if loss is LossName.CROSS_ENTROPY:
         weights = types.TensorData.from_numpy(np.asarray(datum.mask, dtype=np.float32))
         return types.Datum(

@@ -5,6 +5,17 @@ They share the request types and semantics; they differ in how calls are made (p
 an awaitable future, `*_async` deprecated), in credentials (`PYTRIO_API_KEY` / `trio login`
 vs `TINKER_API_KEY`), in how limits are reported, and in whether the SDK loads the base
 model's tokenizer (pytrio does, to validate token ids; tinker does not).
+
+What each call maps to, read from the SDKs' own source (pytrio 0.2.9, tinker 0.38):
+- the per-update sampler: `save_weights_and_get_sampling_client` (temporary weights with a TTL;
+  pytrio: 6 h, visibility TEMPORARY), never a permanent `save_weights_for_sampler`;
+- resume: `create_training_client_from_state_with_optimizer` (one new run, Adam state restored);
+- pytrio caps sampling requests in flight at 16 (`sampling_request_max_in_flight`) unless
+  `pytrio.configure(...)` raised it before the `ServiceClient` was created; tinker has no such
+  setting (its own dispatch limit is 400);
+- tinker's server capabilities come from `tinker.RestClient` (the ServiceClient's are
+  deprecated), and its `ServiceClient.close(status)` finishes the session;
+- pytrio checks LoRA rank in [4, 64] client-side; tinker leaves the rank to the server.
 """
 
 from __future__ import annotations
@@ -17,7 +28,18 @@ from typing import Any
 from agentrl._optional import require
 from agentrl.backends.pytrio_convert import RemoteLimits
 
-__all__ = ["MissingApiKeyError", "PyTrioSdk", "SdkName", "TinkerSdk", "sdk_for"]
+__all__ = [
+    "RECOVERY_TTL_SECONDS",
+    "MissingApiKeyError",
+    "PyTrioSdk",
+    "SdkName",
+    "TinkerSdk",
+    "is_broken_run",
+    "sdk_for",
+]
+
+RECOVERY_TTL_SECONDS = 6 * 3600
+"""Lifetime of the per-update recovery state (both SDKs accept 1 hour or more)."""
 
 
 class SdkName(StrEnum):
@@ -31,11 +53,21 @@ class MissingApiKeyError(RuntimeError):
     """No credential for the remote service was found."""
 
 
+def is_broken_run(error: BaseException) -> bool:
+    """True when a training client refuses further work after a failed request (pytrio:
+    `training.run_broken` after a failed chunk of a split forward_backward)."""
+    return getattr(error, "code", None) == "training.run_broken"
+
+
 class PyTrioSdk:
     """Calls into the `pytrio` SDK (>= 0.2.9)."""
 
     name = SdkName.PYTRIO
     api_key_env = "PYTRIO_API_KEY"
+    rank_range: tuple[int, int] | None = (4, 64)
+    """LoRA ranks the SDK accepts (checked before any request); None: the server decides."""
+    accepts_ignore_index = True
+    """Whether `target_tokens` may hold -100 (pytrio: yes, not counted as active tokens)."""
 
     @property
     def module(self) -> ModuleType:
@@ -59,10 +91,28 @@ class PyTrioSdk:
             "variable, or run `trio login` once to store one."
         )
 
-    def connect(self, api_key: str | None) -> Any:
+    def check_rank(self, rank: int) -> None:
+        """Raise ValueError for a LoRA rank the SDK would refuse."""
+        if rank < 1:
+            raise ValueError(f"LoRA rank must be >= 1, got {rank}")
+        if self.rank_range is not None and not self.rank_range[0] <= rank <= self.rank_range[1]:
+            low, high = self.rank_range
+            raise ValueError(f"LoRA rank must be in [{low}, {high}] for {self.name}, got {rank}")
+
+    def configure(self, max_in_flight: int) -> None:
+        """Process-wide SDK settings that must precede the service client: raise pytrio's cap
+        on sampling requests in flight (default 16) to `max_in_flight`."""
+        self.module.configure(sampling_request_max_in_flight=max_in_flight)
+
+    def connect(self, api_key: str | None, max_in_flight: int = 64) -> Any:
         """A service client (blocking: authenticates over the network)."""
         self.check_api_key(api_key)
+        self.configure(max_in_flight)
         return self.module.ServiceClient(api_key=api_key)
+
+    async def close(self, service: Any) -> None:
+        """Release the service client (pytrio has no public close: its runtime ends the
+        session when the client is collected or the process exits)."""
 
     async def create_training(self, service: Any, base_model: str, **lora: Any) -> Any:
         """A new LoRA training client."""
@@ -90,9 +140,14 @@ class PyTrioSdk:
         future = await client.optim_step_async(adam)
         return dict((await future).metrics)
 
-    async def save_state(self, client: Any, name: str) -> str:
-        """Save weights + optimizer; return the checkpoint path."""
-        return str((await (await client.save_state_async(name))).path)
+    async def save_state(self, client: Any, name: str, ttl_seconds: int | None = None) -> str:
+        """Save weights + optimizer (kept forever unless `ttl_seconds`); return the path."""
+        future = await client.save_state_async(name, ttl_seconds=ttl_seconds)
+        return str((await future).path)
+
+    async def ephemeral_sampling_client(self, client: Any) -> Any:
+        """A sampling client of the current weights, saved as temporary weights (TTL)."""
+        return await client.save_weights_and_get_sampling_client_async()
 
     async def save_sampler(self, client: Any, name: str) -> str:
         """Save sampler weights; return their path."""
@@ -128,6 +183,12 @@ class TinkerSdk(PyTrioSdk):
 
     name = SdkName.TINKER
     api_key_env = "TINKER_API_KEY"
+    rank_range = None
+    accepts_ignore_index = False
+    """Tinker's losses are sums over target positions; -100 targets are not documented."""
+
+    def __init__(self) -> None:
+        self._api_key: str | None = None
 
     @property
     def module(self) -> ModuleType:
@@ -150,6 +211,19 @@ class TinkerSdk(PyTrioSdk):
             "No Tinker API key found. Pass api_key=... or set the TINKER_API_KEY environment "
             "variable."
         )
+
+    def configure(self, max_in_flight: int) -> None:
+        """Tinker has no client-side cap to raise (its dispatch limit is 400 requests)."""
+
+    def connect(self, api_key: str | None, max_in_flight: int = 64) -> Any:
+        """A service client; the key is kept for the REST client that reads capabilities."""
+        self.check_api_key(api_key)
+        self._api_key = api_key
+        return self.module.ServiceClient(api_key=api_key)
+
+    async def close(self, service: Any) -> None:
+        """Finish the session (`ServiceClient.close("success")`)."""
+        await service.close("success")
 
     async def create_training(self, service: Any, base_model: str, **lora: Any) -> Any:
         """A new LoRA training client."""
@@ -176,9 +250,13 @@ class TinkerSdk(PyTrioSdk):
         response = await client.optim_step(adam)
         return dict(getattr(response, "metrics", None) or {})
 
-    async def save_state(self, client: Any, name: str) -> str:
-        """Save weights + optimizer; return the checkpoint path."""
-        return str((await client.save_state(name)).path)
+    async def save_state(self, client: Any, name: str, ttl_seconds: int | None = None) -> str:
+        """Save weights + optimizer (kept forever unless `ttl_seconds`); return the path."""
+        return str((await client.save_state(name, ttl_seconds=ttl_seconds)).path)
+
+    async def ephemeral_sampling_client(self, client: Any) -> Any:
+        """A sampling client of a snapshot of the current weights (no permanent save)."""
+        return await client.save_weights_and_get_sampling_client()
 
     async def save_sampler(self, client: Any, name: str) -> str:
         """Save sampler weights; return their path."""
@@ -189,8 +267,8 @@ class TinkerSdk(PyTrioSdk):
         return await client.sample(prompt, num_samples=num_samples, sampling_params=params)
 
     async def limits(self, service: Any, base_model: str) -> RemoteLimits:
-        """Tinker reports only the context length per model."""
-        caps = await service.get_server_capabilities_async()
+        """Tinker reports only the context length per model (read through its RestClient)."""
+        caps = await self.module.RestClient(api_key=self._api_key).get_server_capabilities()
         for model in caps.supported_models:
             if model.model_name == base_model:
                 length = model.max_context_length

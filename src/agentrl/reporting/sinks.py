@@ -114,6 +114,7 @@ TRAIN_COLUMNS: tuple[Column, ...] = (
     Column("degen", "degenerate_groups", "{:d}"),
     Column("loss", "loss", "{:+.4f}"),
     Column("tokens", "trained_tokens", "{:d}"),
+    Column("kl", "sampler_kl", "{:.1e}"),
     Column("sec", "timings/total", "{:.1f}"),
     Column("errors", "stats/errors", "{:d}"),
 )

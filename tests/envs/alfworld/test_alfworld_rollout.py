@@ -68,7 +68,7 @@ async def test_planner_scripts_on_a_generated_game(
             PROTOCOL.call_text("fly to the moon"),  # not admissible
             *[PROTOCOL.call_text(a.upper(), style="json") for a in plan],
         ],
-        [xml[0], "I am thinking. " * 100 + xml[1]],
+        [xml[0], "I am thinking. " * 100 + xml[1], *xml[1:]],  # cut, then goes on
     ]
     sampler = ScriptedSampler(qwen_tokenizer, scripts)
     group = await rollout_group(
@@ -93,9 +93,12 @@ async def test_planner_scripts_on_a_generated_game(
     assert sloppy.turns[0].parsed.error.kind is ParseErrorKind.MALFORMED
     assert sloppy.won and sloppy.invalid_actions == 2 and sloppy.reward == pytest.approx(0.8)
     assert sloppy.env_steps == len(plan) + 1
-    assert rambling.stop_reason is StopReason.ASSISTANT_TOKEN_LIMIT
-    assert rambling.turns[-1].parsed.error is not None
-    assert rambling.turns[-1].parsed.error.kind is ParseErrorKind.TRUNCATED
+    # A reply cut at the per-turn limit is an invalid-format turn and the episode goes on.
+    assert rambling.stop_reason is StopReason.WON and rambling.invalid_actions == 1
+    assert rambling.turns[1].status is TurnStatus.INVALID_FORMAT
+    assert rambling.turns[1].parsed.error is not None
+    assert rambling.turns[1].parsed.error.kind is ParseErrorKind.TRUNCATED
+    assert rambling.reward == pytest.approx(0.9)
     initial_key = planned.turns[0].state_key
     assert initial_key is not None
     assert all(t.turns[0].state_key == initial_key for t in group.trajectories)

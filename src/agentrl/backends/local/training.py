@@ -15,6 +15,7 @@ import torch
 
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName
 from agentrl.backends.local.engine import ModelEngine
+from agentrl.backends.mismatch import logprob_mismatch
 from agentrl.datums import Datum
 from agentrl.losses import policy_loss_sum
 
@@ -89,6 +90,8 @@ def run_forward_backward(
     divisor = max(total_tokens, 1.0) if normalisation == "tokens" else 1.0
     device = engine.device
     sums = {"loss": 0.0, "ratio": 0.0, "clipped": 0.0, "approx_kl": 0.0}
+    sampled: list[np.ndarray] = []
+    recomputed: list[np.ndarray] = []
     batches = micro_batches([len(d) for d in datums], micro_batch_tokens)
     engine.model.train()
     try:
@@ -109,6 +112,8 @@ def run_forward_backward(
             logp = logp_all.gather(-1, targets[:, None])[:, 0]
             old = _tensor([d.logprobs for d in rows], width, torch.float32, device)[where]
             adv = _tensor([d.advantages for d in rows], width, torch.float32, device)[where]
+            sampled.append(old.detach().cpu().double().numpy())
+            recomputed.append(logp.detach().cpu().double().numpy())
             part = policy_loss_sum(logp, old, adv, mask[where], loss, config)
             (part.loss / divisor).backward()  # type: ignore[no-untyped-call]
             sums["loss"] += float(part.loss.detach())
@@ -130,4 +135,7 @@ def run_forward_backward(
             "micro_batches": float(len(batches)),
             "datums": float(len(datums)),
         },
+        mismatch=logprob_mismatch(np.concatenate(sampled), np.concatenate(recomputed))
+        if sampled
+        else None,
     )

@@ -170,7 +170,9 @@ class ToyEnvGroup:
         return self._size
 
     def _step_record(self, state: ToyState, text: str, admissible: bool) -> EnvStep:
-        done = state.won or state.lost or state.steps >= self._game.max_steps
+        ended = state.won or state.lost
+        truncated = not ended and state.steps >= self._game.max_steps
+        done = ended or truncated
         return EnvStep(
             observation=text,
             score=1.0 if state.won else 0.0,
@@ -179,6 +181,7 @@ class ToyEnvGroup:
             admissible=admissible,
             admissible_actions=() if done else admissible_actions(self._game, state),
             state_key=state_key(self._game, state),
+            info={"env_steps": state.steps, "truncated": truncated},
         )
 
     async def reset(self) -> list[EnvStep]:

@@ -12,10 +12,14 @@ rendered over a small fixed probe conversation, so the per-turn cost grows with 
 message, not with the history. Every delta is checked against a token-level render of that
 probe (cheap: its size is fixed).
 
-Templates that rewrite history (e.g. Qwen3's, which drops the empty `<think></think>` block
-of earlier assistant turns) are detected when the renderer is built and raise
-`HistoryRewriteError`, unless `allow_history_rewrite=True`: the rollout then still trains on
-the exact sampled tokens, but a fresh render of the same conversation would differ.
+The model family's tool-call dialect (`agentrl.chat.dialects`) is detected from the template
+(or named): it writes the probe reply, parses replies and adds its stop markers. How the template
+treats history is checked when the renderer is built (`extension`, see `agentrl.chat.history`):
+it extends; or its only rewrite drops think blocks of earlier turns (Qwen3: accepted with a
+one-time warning and recorded); or it rewrites otherwise (`HistoryRewriteError`, unless
+`allow_history_rewrite=True`: the rollout then still trains on the exact sampled tokens); or it
+renders an assistant turn differently from its own generation prompt, and the rollout
+re-renders every turn as a new segment (`segment_prompt`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from agentrl.types import JsonObject, JsonValue, Message
+from agentrl.chat.dialects import ToolCallDialect, detect_dialect, dialect_for
+from agentrl.chat.history import (
+    ExtensionMode,
+    RenderRecord,
+    drop_think_blocks,
+    first_difference,
+    structured_messages,
+    warn_once,
+)
+from agentrl.types import JsonObject, JsonValue, Message, ToolCall
 
 __all__ = [
     "ChatRenderer",
@@ -74,17 +87,17 @@ def message_to_dict(message: Message) -> dict[str, Any]:
     return out
 
 
-def _first_difference(a: str, b: str) -> str:
-    i = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    return f"at character {i}: {a[max(0, i - 30) : i + 30]!r} became {b[max(0, i - 30) : i + 30]!r}"
+_first_difference = first_difference
 
 
 class ChatRenderer:
     """Renders chat prompts as tokens with a tokenizer's own template; exact prefix extension.
 
-    `template_kwargs` go to the template (default: `enable_thinking=False`); `chat_template`
-    overrides the tokenizer's template; `probe_reply` is a typical assistant reply (a tool
-    call) used to derive the closing and tool-message tokens.
+    `template_kwargs` go to the template (default: `enable_thinking=<enable_thinking>`);
+    `chat_template` overrides the tokenizer's template; `dialect` names the tool-call dialect
+    (a name or an object; default: detected from the template); `probe_reply` is a typical
+    assistant reply (default: a call written by the dialect, in its reasoning form when
+    thinking) used to derive the closing and tool-message tokens.
     """
 
     def __init__(
@@ -94,33 +107,61 @@ class ChatRenderer:
         *,
         template_kwargs: Mapping[str, JsonValue] | None = None,
         chat_template: str | None = None,
-        probe_reply: str = (
-            "<tool_call>\n<function=probe_tool>\n<parameter=action>\nlook "
-            f"{PROBE_MARK}\n</parameter>\n</function>\n</tool_call>"
-        ),
+        dialect: ToolCallDialect | str | None = None,
+        enable_thinking: bool = False,
+        probe_reply: str | None = None,
         allow_history_rewrite: bool = False,
         verify: bool = True,
     ) -> None:
         self.tokenizer = tokenizer
         self.tools: tuple[JsonObject, ...] = tuple(tools)
         self.template_kwargs: dict[str, JsonValue] = (
-            {"enable_thinking": False} if template_kwargs is None else dict(template_kwargs)
+            {"enable_thinking": enable_thinking}
+            if template_kwargs is None
+            else dict(template_kwargs)
         )
+        self.enable_thinking = self.template_kwargs.get("enable_thinking") is True
         self.chat_template = chat_template
         self.allow_history_rewrite = allow_history_rewrite
         self.verify = verify
-        if PROBE_MARK not in probe_reply:
-            probe_reply = f"{probe_reply} {PROBE_MARK}"
-        self._reply = probe_reply
+        template = chat_template or getattr(tokenizer, "chat_template", None) or ""
+        if isinstance(dialect, str):
+            dialect = dialect_for(dialect)
+        self.dialect: ToolCallDialect = dialect or detect_dialect(str(template))
         self._context = [
             {"role": "system", "content": "Probe system."},
             {"role": "user", "content": "Probe task."},
         ]
-        self.closing_text, self.closing_tokens = self._derive_closing()
+        self._reply = self._probe_reply(probe_reply)
+        self.rewrite: str | None = None
+        self.extension = ExtensionMode.EXTENDS
+        try:
+            self.closing_text, self.closing_tokens = self._derive_closing()
+        except HistoryRewriteError as exc:  # the assistant turn never extends its prompt
+            self.extension, self.rewrite = ExtensionMode.SEGMENTS, str(exc)
+            self.closing_text, self.closing_tokens = "", []
+            warn_once(f"segments:{template}", f"{exc}; every turn starts a new segment")
         self._assistant = {"role": "assistant", "content": self._reply}
-        self._probe_text = self.render_text([*self._context, self._assistant])
-        self._probe_tokens = self.encode(self._probe_text)
-        self._check_history()
+        if self.extension is not ExtensionMode.SEGMENTS:
+            self._probe_text = self.render_text([*self._context, self._assistant])
+            self._probe_tokens = self.encode(self._probe_text)
+            self._check_history(str(template))
+
+    @property
+    def record(self) -> RenderRecord:
+        """What this renderer decided about its template (for run records)."""
+        return RenderRecord(
+            dialect=self.dialect.name,
+            extension=self.extension,
+            enable_thinking=self.enable_thinking,
+            stop_markers=self.dialect.stop_markers,
+            rewrite=self.rewrite,
+        )
+
+    @property
+    def segments(self) -> bool:
+        """True when the rollout must re-render each turn (the template cannot be extended)."""
+        return self.extension is ExtensionMode.SEGMENTS
 
     # -- rendering -------------------------------------------------------------------------
 
@@ -165,29 +206,43 @@ class ChatRenderer:
         dicts = [message_to_dict(m) for m in messages]
         return self.encode(self.render_text(dicts, add_generation_prompt=True, tools=tools))
 
+    def segment_prompt(
+        self, messages: Sequence[Message], tools: Sequence[JsonObject] | None = None
+    ) -> list[int]:
+        """A fresh render of the whole conversation plus the generation prompt (a new segment).
+
+        Assistant replies are given to the template in its own form (calls as `tool_calls`,
+        reasoning in the family's field), as parsed back by the dialect.
+        """
+        dicts = structured_messages(messages, self.dialect)
+        return self.encode(self.render_text(dicts, add_generation_prompt=True, tools=tools))
+
     # -- extension -------------------------------------------------------------------------
 
     @property
     def stop_tokens(self) -> tuple[int, ...]:
-        """Token ids that end an assistant turn: the first closing token, then the EOS token."""
+        """Token ids that end an assistant turn: the first closing token, the EOS token, then
+        the dialect's stop markers that are single tokens of this tokenizer."""
         stops: list[int] = [self.closing_tokens[0]] if self.closing_tokens else []
         eos = getattr(self.tokenizer, "eos_token_id", None)
-        if isinstance(eos, int) and eos not in stops:
-            stops.append(eos)
-        return tuple(stops)
+        candidates = [eos] if isinstance(eos, int) else []
+        for marker in self.dialect.stop_markers:
+            ids = self.encode(marker)
+            if len(ids) == 1:
+                candidates.append(ids[0])
+        stops.extend(t for t in candidates if t not in stops)
+        return tuple(dict.fromkeys(stops))
 
     def missing_closing(self, completion: Sequence[int]) -> list[int]:
         """The closing tokens the completion lacks (its tail may already hold a prefix of them,
         typically the stop token)."""
-        closing = self.closing_tokens
-        for k in range(min(len(closing), len(completion)), 0, -1):
-            if list(completion[-k:]) == closing[:k]:
-                return closing[k:]
-        return list(closing)
+        return _missing(completion, self.closing_tokens)
 
     def tool_message_tokens(self, message: Message) -> list[int]:
         """Tokens the template puts after a closed assistant turn for `message`, up to and
         including the next generation prompt. Derived from the fixed probe conversation."""
+        if self.segments:
+            raise ChatTemplateError("this template cannot be extended; use segment_prompt")
         full = self.render_text(
             [*self._context, self._assistant, message_to_dict(message)],
             add_generation_prompt=True,
@@ -195,7 +250,7 @@ class ChatRenderer:
         if full.startswith(self._probe_text):
             cut = len(self._probe_text)
         else:
-            if not self.allow_history_rewrite:
+            if self.extension is ExtensionMode.EXTENDS:
                 raise HistoryRewriteError(
                     "the chat template renders the earlier assistant turn differently once a "
                     f"{message.role} message follows ({_first_difference(self._probe_text, full)})"
@@ -221,13 +276,11 @@ class ChatRenderer:
     def extend(
         self, prompt_tokens: Sequence[int], completion_tokens: Sequence[int], tool_message: Message
     ) -> list[int]:
-        """`prompt + completion + missing closing tokens + tool-message tokens`."""
-        return [
-            *prompt_tokens,
-            *completion_tokens,
-            *self.missing_closing(completion_tokens),
-            *self.tool_message_tokens(tool_message),
-        ]
+        """`prompt + completion + missing closing tokens + tool-message tokens` (a completion
+        that ended on the first tokens of what follows, e.g. GLM's `<|observation|>`, is not
+        given them twice)."""
+        after = [*self.closing_tokens, *self.tool_message_tokens(tool_message)]
+        return [*prompt_tokens, *completion_tokens, *_missing(completion_tokens, after)]
 
     def completion_text(self, completion_tokens: Sequence[int]) -> str:
         """The assistant's text: the completion decoded without its trailing stop tokens."""
@@ -239,11 +292,28 @@ class ChatRenderer:
 
     # -- template checks -------------------------------------------------------------------
 
+    def _probe_reply(self, given: str | None) -> str:
+        if given is not None:
+            return given if PROBE_MARK in given else f"{given} {PROBE_MARK}"
+        call = self.dialect.write(ToolCall("probe_tool", {"action": f"look {PROBE_MARK}"}))
+        if not self.enable_thinking or self.dialect.think is None:
+            return call
+        prompt = self.render_text(self._context, add_generation_prompt=True)
+        opened = prompt.rstrip().endswith(self.dialect.think[0])
+        return self.dialect.reasoning_reply(f"Probe reasoning {PROBE_MARK}.", call, opened=opened)
+
     def _derive_closing(self) -> tuple[str, list[int]]:
         prompt = self.render_text(self._context, add_generation_prompt=True)
-        with_reply = self.render_text(
-            [*self._context, {"role": "assistant", "content": self._reply}]
-        )
+        try:
+            with_reply = self.render_text(
+                [*self._context, {"role": "assistant", "content": self._reply}]
+            )
+        except ChatTemplateError:
+            raise
+        except Exception as exc:  # the template refuses its own reply as plain content
+            raise HistoryRewriteError(
+                f"the chat template refuses the assistant's reply as text ({exc})"
+            ) from exc
         if not with_reply.startswith(prompt):
             raise HistoryRewriteError(
                 "the chat template renders an assistant turn differently from its own "
@@ -251,7 +321,7 @@ class ChatRenderer:
             )
         after = with_reply[len(prompt) :]
         if not after.startswith(self._reply):
-            raise ChatTemplateError(
+            raise HistoryRewriteError(
                 "the chat template changes the assistant's text when it renders it "
                 f"({_first_difference(self._reply, after)})"
             )
@@ -265,8 +335,9 @@ class ChatRenderer:
             )
         return closing, tokens
 
-    def _check_history(self) -> None:
-        """Two probe rounds: each prompt must be a text prefix of the next render."""
+    def _check_history(self, template: str) -> None:
+        """Two probe rounds: each prompt must be a text prefix of the next render, or differ
+        from it only by dropped think blocks (a safe rewrite)."""
         messages: list[dict[str, Any]] = list(self._context)
         previous = self.render_text(messages, add_generation_prompt=True)
         for round_ in range(2):
@@ -276,15 +347,38 @@ class ChatRenderer:
             messages.append(tool)
             following = self.render_text(messages, add_generation_prompt=True)
             for before, after in ((previous, closed), (closed, following)):
-                if not after.startswith(before) and not self.allow_history_rewrite:
-                    where = _first_difference(before, after)
-                    raise HistoryRewriteError(
-                        "the chat template rewrites history: an earlier part of the "
-                        f"conversation renders differently later ({where}"
-                        "). agentrl extends prompts token by token, so training would use tokens "
-                        "this template no longer produces. Use a template that renders past turns "
-                        "as generated (e.g. agentrl.tokenizer.QWEN_CHAT_TEMPLATE for Qwen models, "
-                        "via chat_template=...), or pass allow_history_rewrite=True to keep the "
-                        "exact sampled tokens anyway."
+                if after.startswith(before):
+                    continue
+                where = _first_difference(before, after)
+                stripped = drop_think_blocks(before, self.dialect)
+                if drop_think_blocks(after, self.dialect).startswith(stripped):
+                    self.extension = ExtensionMode.SAFE_REWRITE
+                    self.rewrite = f"drops think blocks of earlier assistant turns ({where})"
+                    warn_once(
+                        f"rewrite:{template}",
+                        f"the chat template {self.rewrite}; accepted as a safe rewrite: prompts "
+                        "keep the sampled think blocks, a fresh render would not",
                     )
+                    continue
+                if self.allow_history_rewrite:
+                    self.extension, self.rewrite = ExtensionMode.REWRITE_ALLOWED, where
+                    continue
+                raise HistoryRewriteError(
+                    "the chat template rewrites history: an earlier part of the "
+                    f"conversation renders differently later ({where}"
+                    "). agentrl extends prompts token by token, so training would use tokens "
+                    "this template no longer produces. Use a template that renders past turns "
+                    "as generated (--chat-template PATH, e.g. agentrl.tokenizer."
+                    "QWEN_CHAT_TEMPLATE for Qwen models, chat_template=...), or pass "
+                    "--allow-history-rewrite (allow_history_rewrite=True) to keep the exact "
+                    "sampled tokens anyway."
+                )
             previous = following
+
+
+def _missing(completion: Sequence[int], after: Sequence[int]) -> list[int]:
+    """`after` without the prefix of it that the completion already ends with."""
+    for k in range(min(len(after), len(completion)), 0, -1):
+        if list(completion[-k:]) == list(after[:k]):
+            return list(after[k:])
+    return list(after)
