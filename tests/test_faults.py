@@ -67,10 +67,16 @@ def check_finished_run(run_dir: Path, updates: int) -> None:
 
 
 def interrupt_and_resume(
-    tmp_path: Path, sig: signal.Signals, delay: float, *, background: bool, save_every: int
+    tmp_path: Path,
+    sig: signal.Signals,
+    delay: float,
+    *,
+    background: bool,
+    save_every: int,
+    updates: int = 14,
 ) -> str:
-    """Start a run, send `sig` `delay` s after its first update, resume it to the end."""
-    run_dir, updates = tmp_path / "run", 14
+    """Start a run, send `sig` `delay` s after its first update, resume it to `updates`."""
+    run_dir = tmp_path / "run"
     flags = [*TRAIN, "--run-dir", str(run_dir), "--save-every", str(save_every)]
     process = start(tmp_path, *flags, "--max-steps", "400", background=background)
     wait_for_lines(process, run_dir / "metrics.jsonl", 1, limit=240)
@@ -92,12 +98,14 @@ def interrupt_and_resume(
 
 
 def test_sigterm_in_the_background_saves_and_resumes_each_update_once(tmp_path: Path) -> None:
-    err = interrupt_and_resume(tmp_path, signal.SIGTERM, 0.3, background=True, save_every=1000)
+    err = interrupt_and_resume(
+        tmp_path, signal.SIGTERM, 0.3, background=True, save_every=1000, updates=4
+    )
     assert "SIGTERM received" in err
 
 
 def test_sigkill_then_resume_drops_the_updates_after_the_checkpoint(tmp_path: Path) -> None:
-    interrupt_and_resume(tmp_path, signal.SIGKILL, 0.5, background=False, save_every=3)
+    interrupt_and_resume(tmp_path, signal.SIGKILL, 0.5, background=False, save_every=3, updates=6)
 
 
 @pytest.mark.slow
