@@ -45,6 +45,13 @@ __all__ = [
 ]
 
 
+def _must_not_be(path: Path, kind: str, wanted: str) -> None:
+    """Refuse a path that exists as the wrong kind ("is a file, not a folder")."""
+    wrong = path.is_file() if kind == "file" else path.is_dir()
+    if wrong:
+        raise ValueError(f"{path} is a {kind}, not {wanted}")
+
+
 class BackendName(StrEnum):
     """Training / sampling backends."""
 
@@ -127,7 +134,9 @@ class EvalPolicy(StrEnum):
 class CommonConfig(BaseModel):
     """Knobs shared by training and evaluation."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False
+    )
 
     base_model: str = Field(
         "Qwen/Qwen3.5-4B",
@@ -227,6 +236,13 @@ class CommonConfig(BaseModel):
     def _check_device(cls, value: str) -> str:
         if value not in ("auto", "cpu", "mps") and not value.startswith("cuda"):
             raise ValueError(f"device must be auto, cpu, mps, cuda or cuda:N, got {value!r}")
+        return value
+
+    @field_validator("data_root", "tokenizer_path")
+    @classmethod
+    def _check_folder(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            _must_not_be(value.expanduser(), "file", "a folder")
         return value
 
     @model_validator(mode="after")
@@ -346,6 +362,16 @@ class TrainConfig(CommonConfig):
         description="pytrio/tinker: save a temporary training state after every update so a "
         "broken training client is rebuilt losing at most the current update",
     )
+    resume_fallback: bool = Field(
+        False,
+        description="on resume, set a damaged latest checkpoint aside and use the previous one",
+    )
+
+    @field_validator("run_dir")
+    @classmethod
+    def _check_run_dir(cls, value: Path) -> Path:
+        _must_not_be(value, "file", "a run folder")
+        return value
 
     @model_validator(mode="after")
     def _check_groups(self) -> Self:
@@ -441,16 +467,25 @@ class EvalConfig(CommonConfig):
     resume: bool = Field(
         False, description="finish an interrupted evaluation, skipping episodes already written"
     )
+    retry_errors: bool = Field(
+        False, description="with resume: play again the episodes that ended with an env_error"
+    )
 
     @field_validator("output")
     @classmethod
     def _check_output(cls, value: Path) -> Path:
         if value.suffix != ".jsonl":
             raise ValueError(f"output must be a .jsonl file, got {str(value)!r}")
+        _must_not_be(value, "folder", "a .jsonl file")
         return value
 
     @model_validator(mode="after")
     def _check_modes(self) -> Self:
+        if self.retry_errors and not self.resume:
+            raise ValueError(
+                "retry_errors replays the env_error episodes of an existing output; it needs "
+                "resume (--resume --retry-errors)"
+            )
         if self.overwrite_output and self.resume:
             raise ValueError(
                 "overwrite_output and resume contradict each other: resume keeps the episodes "

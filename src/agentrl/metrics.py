@@ -131,6 +131,8 @@ class EpisodeStats(_Record):
     mean_turns: float = 0.0
     truncation_rate: float = 0.0
     error_rate: float = 0.0
+    errors: int = 0
+    """Episodes ended by a sampler or env failure (`env_error`, `sampler_error`)."""
     tool_format_rate: float = 0.0
     admissible_action_rate: float = 0.0
     mean_invalid_actions: float = 0.0
@@ -164,6 +166,7 @@ def episode_stats(trajectories: Iterable[Trajectory]) -> EpisodeStats:
         mean_turns=_ratio(len(turns), n),
         truncation_rate=_ratio(sum(1 for t in items if t.truncated), n),
         error_rate=_ratio(sum(1 for t in items if t.stop_reason.is_error), n),
+        errors=sum(1 for t in items if t.stop_reason.is_error),
         tool_format_rate=_ratio(len(parsed), len(turns)),
         admissible_action_rate=_ratio(admissible, len(parsed)),
         mean_invalid_actions=_ratio(sum(t.invalid_actions for t in items), n),

@@ -9,7 +9,6 @@ needs them is built, with an error naming the extra to install.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -318,13 +317,15 @@ async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
     if config.backend is BackendName.LOCAL:
         rank, alpha = 8, None
         if sampler_path is not None:
+            from agentrl.backends.local.files import check_adapter_dir
+
             adapter = Path(sampler_path) / "adapter_config.json"
             if not adapter.is_file():
                 raise FileNotFoundError(
                     f"{adapter} not found: --model-path must name a local backend checkpoint"
                 )
-            settings = json.loads(adapter.read_text(encoding="utf-8"))
-            rank, alpha = int(settings["r"]), float(settings["lora_alpha"])
+            settings = check_adapter_dir(Path(sampler_path))  # CheckpointError naming a file
+            rank, alpha = settings.rank, settings.alpha
         # Nothing is saved by an evaluation: the checkpoint folder is never created.
         backend = local_backend_for(config, tokenizer, config.output.parent, rank, alpha)
         if sampler_path is not None:

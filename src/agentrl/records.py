@@ -301,16 +301,19 @@ def _turn_from_record(record: TurnRecord, error: str | None) -> Turn:
 
 
 def append_records(path: str | os.PathLike[str], records: Iterable[TrajectoryRecord]) -> int:
-    """Append records to a JSONL file, flushed and synced (safe to resume); returns the count."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """Append records to a JSONL file, flushed and synced (safe to resume); returns the count.
+
+    Goes through `agentrl.reporting.jsonl.JsonlWriter`: a cut last line left by a crash is
+    dropped first (with a warning), so the file always reads.
+    """
+    from agentrl.reporting.jsonl import JsonlWriter, WriteMode  # reporting imports this module
+
     count = 0
-    with target.open("a", encoding="utf-8") as handle:
+    with JsonlWriter(Path(path), WriteMode.APPEND, fsync=False) as writer:
         for record in records:
-            handle.write(record.to_json() + "\n")
+            writer.write_line(record.to_json())
             count += 1
-        handle.flush()
-        os.fsync(handle.fileno())
+        writer.sync()
     return count
 
 
@@ -320,8 +323,11 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[TrajectoryRecord]:
     A final line without a newline (a write cut by a crash) that does not parse is skipped.
     """
     source = Path(path)
-    with source.open(encoding="utf-8") as handle:
-        lines = handle.readlines()
+    try:
+        with source.open(encoding="utf-8") as handle:
+            lines = handle.readlines()
+    except UnicodeDecodeError as exc:
+        raise RecordFileError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue

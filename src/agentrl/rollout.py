@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -87,12 +88,38 @@ class RolloutConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"RolloutConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.sampler_retries < 0 or self.retry_backoff < 0:
+        if self.sampler_retries < 0 or not 0 <= self.retry_backoff < math.inf:
             raise ValueError("RolloutConfig.sampler_retries and retry_backoff must be >= 0")
+        if self.sample_timeout is not None and not 0 < self.sample_timeout < math.inf:
+            raise ValueError(
+                f"RolloutConfig.sample_timeout must be a positive number of seconds or None "
+                f"(no limit), got {self.sample_timeout}"
+            )
 
 
 class SamplerFailure(RuntimeError):
     """Sampling failed after all retries."""
+
+
+def _vocab_size(renderer: ChatRenderer) -> int | None:
+    """How many token ids the renderer's tokenizer can decode (None: unknown)."""
+    try:
+        return len(renderer.tokenizer)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _check_completion(completion: Completion, vocab_size: int | None) -> None:
+    """Raise ValueError for a completion no trajectory may hold (bad ids, NaN logprobs)."""
+    for token in completion.tokens:
+        if not isinstance(token, int) or token < 0 or (vocab_size and token >= vocab_size):
+            raise ValueError(
+                f"the sampler returned token id {token!r}, outside the tokenizer's "
+                f"range [0, {vocab_size})"
+            )
+    for logprob in completion.logprobs:
+        if not math.isfinite(logprob) or logprob > 1e-3:
+            raise ValueError(f"the sampler returned an invalid logprob {logprob!r}")
 
 
 async def _sample(
@@ -101,8 +128,12 @@ async def _sample(
     num_samples: int,
     params: SamplingParams,
     config: RolloutConfig,
+    vocab_size: int | None = None,
 ) -> list[Completion]:
-    """Sample with retries and exponential backoff; raise SamplerFailure at the end."""
+    """Sample with retries and exponential backoff; raise SamplerFailure at the end.
+
+    A malformed answer (wrong count, token ids outside `vocab_size`, non-finite logprobs)
+    counts as a failed attempt, like an exception."""
     delay = config.retry_backoff
     last: BaseException | None = None
     for attempt in range(config.sampler_retries + 1):
@@ -117,6 +148,8 @@ async def _sample(
                 completions = await request
             if len(completions) != num_samples:
                 raise ValueError(f"asked for {num_samples} completions, got {len(completions)}")
+            for completion in completions:
+                _check_completion(completion, vocab_size)
             return list(completions)
         except Exception as exc:
             last = exc
@@ -322,7 +355,9 @@ async def _run_branch(
         )
         params = _params(setup, max_tokens)
         try:
-            (completion,) = await _sample(setup.sampler, branch.prompt, 1, params, config)
+            (completion,) = await _sample(
+                setup.sampler, branch.prompt, 1, params, config, _vocab_size(setup.renderer)
+            )
         except SamplerFailure as exc:
             branch.stop, branch.error = StopReason.SAMPLER_ERROR, str(exc)
             return
@@ -398,7 +433,8 @@ async def rollout_group(
             return ended(StopReason.TOKEN_BUDGET, None)
         max_tokens = min(config.max_assistant_tokens, room)
         try:
-            firsts = await _sample(sampler, prompt, size, _params(setup, max_tokens), config)
+            params = _params(setup, max_tokens)
+            firsts = await _sample(sampler, prompt, size, params, config, _vocab_size(renderer))
         except SamplerFailure as exc:
             return ended(StopReason.SAMPLER_ERROR, str(exc))
         stepper = _Stepper(env)

@@ -17,8 +17,10 @@ Each update `n` (1-based):
 
 Checkpoints (training state + sampler weights) are saved every `save_every` updates and at the
 end, each described by `<run_dir>/checkpoints/update-NNNN.json`. `resume=True` loads the latest
-one and continues with the next update. Ctrl-C (task cancellation) lets a started optimizer
-step finish, saves a checkpoint of the last completed update, and re-raises.
+one and continues with the next update (`agentrl.resume`: damaged checkpoints, records of
+updates that were never checkpointed). Cancellation (what SIGINT / SIGTERM do to the CLI) lets
+a started optimizer step or save finish, saves a checkpoint of the last completed update, and
+re-raises. The run folder is locked while `run` goes (`agentrl.reporting.lock`).
 
 The trainer talks to the model only through `TrainingBackend` / `Sampler` and to the world only
 through an `EnvGroupFactory`. Where an update's groups come from (off-policy pipelining with
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import random
 import time
@@ -47,22 +48,31 @@ from agentrl.checkpoints import (
     RUN_FILE,
     CheckpointInfo,
     check_run_dir,
-    latest_checkpoint,
 )
 from agentrl.config import StalePolicy, TrainConfig
 from agentrl.datums import Datum, build_datums
 from agentrl.env import EnvGroupFactory
 from agentrl.metrics import UpdateMetrics, update_metrics
 from agentrl.pipeline import GroupSource, Rollout, extra_batch
+from agentrl.preflight import check_token_budget
 from agentrl.recipe import rollout_config_for
 from agentrl.records import TrajectoryRecord, append_records
+from agentrl.reporting.lock import OutputLock
 from agentrl.reporting.sinks import MetricSink, make_sinks
+from agentrl.resume import (
+    ORDER_FIELDS,
+    check_same_run,
+    drop_unsaved_records,
+    load_latest,
+    read_run_file,
+    write_run_file,
+)
 from agentrl.rewards import RewardFn
 from agentrl.rollout import rollout_batch
 from agentrl.tools import ToolProtocol
-from agentrl.types import TaskInfo, TrajectoryGroup
+from agentrl.types import JsonObject, TaskInfo, TrajectoryGroup
 
-__all__ = ["TrainResult", "Trainer", "task_batch"]
+__all__ = ["ORDER_FIELDS", "TrainResult", "Trainer", "task_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +113,6 @@ class TrainResult:
 def _fingerprint(tasks: Sequence[TaskInfo]) -> str:
     ids = sorted(f"{t.split}/{t.task_id}" for t in tasks)
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
-
-
-ORDER_FIELDS = ("seed", "games_per_batch", "group_size")
-"""Settings a resumed run must share with the run it continues."""
 
 
 class Trainer:
@@ -159,6 +165,7 @@ class Trainer:
             dynamic_budget=config.dynamic_sampling_budget,
             last_update=config.max_steps,
         )
+        self._uncommitted: CheckpointInfo | None = None
 
     # -- one update ------------------------------------------------------------------------
 
@@ -276,27 +283,47 @@ class Trainer:
 
     async def save(self, number: int) -> CheckpointInfo:
         """Save a checkpoint of the current weights as update `number`."""
+        return self._commit(await self._save_weights(number))
+
+    async def _save_weights(self, number: int) -> CheckpointInfo:
+        """The backend's save of update `number`, not yet recorded (see `_commit`).
+
+        A cancellation lets a started save finish (it is then committed by the interrupt
+        handler), so a second save of the same name never overlaps it.
+        """
         name = f"update-{number:04d}"
-        ref = await self.backend.save(name)
-        info = CheckpointInfo(
+        saving = asyncio.ensure_future(self.backend.save(name))
+        try:
+            ref = await asyncio.shield(saving)
+        except asyncio.CancelledError:
+            ref = await saving
+            self._uncommitted = self._info(number, name, ref.state_path, ref.sampler_path)
+            raise
+        return self._info(number, name, ref.state_path, ref.sampler_path)
+
+    def _info(self, number: int, name: str, state: str, sampler: str) -> CheckpointInfo:
+        return CheckpointInfo(
             name=name,
             update=number,
-            state_path=ref.state_path,
-            sampler_path=ref.sampler_path,
+            state_path=state,
+            sampler_path=sampler,
             base_model=self.config.base_model,
             backend=self.config.backend.value,
         )
+
+    def _commit(self, info: CheckpointInfo) -> CheckpointInfo:
+        """Write the checkpoint record: from now on `--resume` continues from it."""
         folder = self.run_dir / CHECKPOINTS_DIR
         folder.mkdir(parents=True, exist_ok=True)
-        info.write(folder / f"{name}.json")
+        info.write(folder / f"{info.name}.json")
         self.last_saved = info
+        self._uncommitted = None
         return info
 
     async def _start(self) -> int:
         """Check the run folder, resume if asked; return the first update to run."""
         config, run_file = self.config, self.run_dir / RUN_FILE
-        latest = latest_checkpoint(self.run_dir)
-        state = {
+        state: JsonObject = {
             "config": config.model_dump(mode="json"),
             "tasks": len(self.tasks),
             "tasks_fingerprint": _fingerprint(self.tasks),
@@ -304,44 +331,42 @@ class Trainer:
         }
         if not config.resume:
             check_run_dir(config)
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            run_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+            write_run_file(run_file, state)
             return 1
         if run_file.exists():
-            self._check_same_run(json.loads(run_file.read_text(encoding="utf-8")), state)
+            check_same_run(self.run_dir, read_run_file(run_file), state)
         else:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            run_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+            write_run_file(run_file, state)
+        latest = await load_latest(self.backend, self.run_dir, fallback=config.resume_fallback)
+        done = 0 if latest is None else latest.update
+        drop_unsaved_records(self.run_dir, done)
         if latest is None:
             return 1
-        await self.backend.load(latest.ref)
         self.completed = latest.update
         self.last_saved = latest
         log.info("resumed from %s (update %d)", latest.name, latest.update)
         return latest.update + 1
 
-    def _check_same_run(self, before: dict[str, object], now: dict[str, object]) -> None:
-        old, new = before.get("config"), now["config"]
-        assert isinstance(new, dict)
-        problems = []
-        if isinstance(old, dict):
-            problems = [
-                f"--{k.replace('_', '-')} {old.get(k)} -> {new.get(k)}"
-                for k in ORDER_FIELDS
-                if old.get(k) != new.get(k)
-            ]
-        if before.get("tasks_fingerprint") != now["tasks_fingerprint"]:
-            problems.append(f"training games changed ({before.get('tasks')} -> {now['tasks']})")
-        if problems:
-            raise ValueError(
-                f"cannot resume {self.run_dir}: the game order would change: " + "; ".join(problems)
-            )
-
     # -- the loop --------------------------------------------------------------------------
 
     async def run(self) -> TrainResult:
-        """Run updates until `max_steps` (continuing a previous run if `resume`)."""
+        """Run updates until `max_steps` (continuing a previous run if `resume`).
+
+        The run folder is locked for the whole call: a second trainer on it is refused with
+        `OutputInUseError` naming the holder's pid.
+        """
+        with OutputLock(self.run_dir, what="run folder", folder=True):
+            return await self._run()
+
+    async def _run(self) -> TrainResult:
         config = self.config
+        await check_token_budget(  # before anything is written to the run folder
+            self.tasks[0],
+            env_factory=self.env_factory,
+            renderer=self.renderer,
+            protocol=self.protocol,
+            config=self.rollout,
+        )
         first = await self._start()
         if self._sinks is None:
             self._sinks = make_sinks(
@@ -362,13 +387,18 @@ class Trainer:
         try:
             for number in range(first, config.max_steps + 1):
                 metrics = await self.update(number)
+                info: CheckpointInfo | None = None
                 if number % config.save_every == 0 or number == config.max_steps:
                     clock = time.perf_counter()
-                    saved.append(await self.save(number))
+                    info = await self._save_weights(number)
                     timings = {**metrics.timings, "save": time.perf_counter() - clock}
                     metrics = replace(metrics, timings=timings)
+                # Metrics first, then the record: a crash in between replays this update on
+                # resume (its records are dropped), never leaves a checkpoint without metrics.
                 self._sinks.log("train", number, metrics)
                 done.append(metrics)
+                if info is not None:
+                    saved.append(self._commit(info))
                 if bar is not None:
                     bar.update(1)
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -392,7 +422,11 @@ class Trainer:
                 self._sinks.log("train", pending.update, pending)
             done.append(pending)
         saved_update = self.last_saved.update if self.last_saved else 0
-        if self.completed > saved_update:
+        finished = self._uncommitted
+        if finished is not None and finished.update == self.completed:
+            saved.append(self._commit(finished))  # the interrupted save completed
+            log.warning("interrupted: saved %s (update %d)", finished.name, finished.update)
+        elif self.completed > saved_update:
             info = await self.save(self.completed)
             saved.append(info)
             log.warning("interrupted: saved %s (update %d)", info.name, info.update)

@@ -116,6 +116,7 @@ TRAIN_COLUMNS: tuple[Column, ...] = (
     Column("tokens", "trained_tokens", "{:d}"),
     Column("kl", "sampler_kl", "{:.1e}"),
     Column("sec", "timings/total", "{:.1f}"),
+    Column("errors", "stats/errors", "{:d}"),
 )
 """Default console columns for per-update training metrics."""
 
@@ -129,6 +130,7 @@ SUMMARY_COLUMNS: tuple[Column, ...] = (
     Column("format", "stats/tool_format_rate", "{:.1%}"),
     Column("admiss.", "stats/admissible_action_rate", "{:.1%}"),
     Column("invalid", "stats/mean_invalid_actions", "{:.2f}"),
+    Column("errors", "stats/errors", "{:d}"),
 )
 """Default console columns for evaluation summaries."""
 
