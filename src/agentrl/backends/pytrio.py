@@ -34,6 +34,7 @@ from agentrl.backends.base import (
     LossName,
     SamplingParams,
 )
+from agentrl.backends.errors import CheckpointError
 from agentrl.backends.mismatch import LogprobMismatch, datum_mismatch
 from agentrl.backends.pytrio_convert import (
     MaskMode,
@@ -258,7 +259,7 @@ class PyTrioBackend:
         if service is None:  # else: an existing service client (e.g. shared in a notebook)
             service = await asyncio.to_thread(dialect.connect, api_key, max_in_flight)
         limits = await dialect.limits(service, base_model)
-        client = await dialect.resume_training(service, state_path)
+        client = await _restore(dialect, service, state_path)
         return cls(
             service,
             client,
@@ -393,7 +394,7 @@ class PyTrioBackend:
         """Restore training state (weights + optimizer) from `ref`: a new training run, unless
         this backend's run already started from that state (see `resume`)."""
         if ref.state_path != self._state_path:
-            self.training_client = await self.sdk.resume_training(self.service, ref.state_path)
+            self.training_client = await _restore(self.sdk, self.service, ref.state_path)
             if self.tokenizer is not None:
                 self.sdk.use_local_tokenizer(self.training_client, self.tokenizer)
             self._state_path = ref.state_path
@@ -404,6 +405,17 @@ class PyTrioBackend:
     async def close(self) -> None:
         """Finish the service session (tinker) and release the clients."""
         await self.sdk.close(self.service)
+
+
+async def _restore(sdk: PyTrioSdk, service: Any, state_path: str) -> Any:
+    """A training client from a saved state; a state the service refuses is a CheckpointError
+    naming it (the SDK's own error is chained)."""
+    try:
+        return await sdk.resume_training(service, state_path)
+    except Exception as exc:
+        raise CheckpointError(
+            state_path, f"the {sdk.name} service could not restore this training state: {exc}"
+        ) from exc
 
 
 def _check_in_flight(max_in_flight: int) -> None:
