@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from agentrl.chat.dialects import ToolCallDialect, detect_dialect, dialect_for
+from agentrl.chat.encoding import BoundaryCheck, LineEncoder, VerifyMode, verify_mode
 from agentrl.chat.history import (
     ExtensionMode,
     RenderRecord,
@@ -97,7 +98,10 @@ class ChatRenderer:
     `chat_template` overrides the tokenizer's template; `dialect` names the tool-call dialect
     (a name or an object; default: detected from the template); `probe_reply` is a typical
     assistant reply (default: a call written by the dialect, in its reasoning form when
-    thinking) used to derive the closing and tool-message tokens.
+    thinking) used to derive the closing and tool-message tokens. `verify` says how each
+    tool-message delta is checked against a full render (`VerifyMode`: True = "boundary", the
+    cheap default; "full" re-encodes the probe every turn; False = "off"); `line_cache` reuses
+    the tokens of repeated lines (exact; see `agentrl.chat.encoding`).
     """
 
     def __init__(
@@ -111,7 +115,8 @@ class ChatRenderer:
         enable_thinking: bool = False,
         probe_reply: str | None = None,
         allow_history_rewrite: bool = False,
-        verify: bool = True,
+        verify: bool | str | VerifyMode = True,
+        line_cache: bool = True,
     ) -> None:
         self.tokenizer = tokenizer
         self.tools: tuple[JsonObject, ...] = tuple(tools)
@@ -123,7 +128,7 @@ class ChatRenderer:
         self.enable_thinking = self.template_kwargs.get("enable_thinking") is True
         self.chat_template = chat_template
         self.allow_history_rewrite = allow_history_rewrite
-        self.verify = verify
+        self.verify = verify_mode(verify)
         template = chat_template or getattr(tokenizer, "chat_template", None) or ""
         if isinstance(dialect, str):
             dialect = dialect_for(dialect)
@@ -146,6 +151,10 @@ class ChatRenderer:
             self._probe_text = self.render_text([*self._context, self._assistant])
             self._probe_tokens = self.encode(self._probe_text)
             self._check_history(str(template))
+        self._boundary = BoundaryCheck(
+            tokenizer, self.encode, self.closing_text, self.closing_tokens
+        )
+        self._lines = LineEncoder(self.encode, enabled=line_cache)
 
     @property
     def record(self) -> RenderRecord:
@@ -263,24 +272,36 @@ class ChatRenderer:
                     "cannot find the assistant reply in the template's render of a tool message"
                 )
             cut = found + len(marker)
-        delta = self.encode(full[cut:])
-        if self.verify:
+        text = full[cut:]
+        delta = self._lines.encode(text)
+        if self.verify is VerifyMode.FULL:
             head = self._probe_tokens if cut == len(self._probe_text) else self.encode(full[:cut])
-            if head + delta != self.encode(full):
-                raise ChatTemplateError(
-                    "the tool message's first tokens merge with the assistant turn's closing "
-                    f"text {self.closing_text!r}; this template cannot be extended token by token"
-                )
+            merged = head + delta != self.encode(full)
+        else:
+            merged = self.verify is VerifyMode.BOUNDARY and not self._boundary.ok(text, delta)
+        if merged:
+            raise ChatTemplateError(
+                "the tool message's first tokens merge with the assistant turn's closing "
+                f"text {self.closing_text!r}; this template cannot be extended token by token"
+            )
         return delta
 
     def extend(
         self, prompt_tokens: Sequence[int], completion_tokens: Sequence[int], tool_message: Message
     ) -> list[int]:
-        """`prompt + completion + missing closing tokens + tool-message tokens` (a completion
-        that ended on the first tokens of what follows, e.g. GLM's `<|observation|>`, is not
-        given them twice)."""
+        """`prompt + completion + missing closing tokens + tool-message tokens`."""
+        return [
+            *prompt_tokens,
+            *completion_tokens,
+            *self.continuation(completion_tokens, tool_message),
+        ]
+
+    def continuation(self, completion_tokens: Sequence[int], tool_message: Message) -> list[int]:
+        """What `extend` appends after the completion: the closing tokens it lacks and the
+        tool-message tokens (a completion that ended on the first tokens of what follows, e.g.
+        GLM's `<|observation|>`, is not given them twice). O(new tokens)."""
         after = [*self.closing_tokens, *self.tool_message_tokens(tool_message)]
-        return [*prompt_tokens, *completion_tokens, *_missing(completion_tokens, after)]
+        return _missing(completion_tokens, after)
 
     def completion_text(self, completion_tokens: Sequence[int]) -> str:
         """The assistant's text: the completion decoded without its trailing stop tokens."""
@@ -327,9 +348,8 @@ class ChatRenderer:
             )
         closing = after[len(self._reply) :]
         tokens = self.encode(closing)
-        if self.verify and self.encode(prompt) + self.encode(self._reply) + tokens != (
-            self.encode(with_reply)
-        ):
+        pieces = self.encode(prompt) + self.encode(self._reply) + tokens
+        if self.verify is not VerifyMode.OFF and pieces != self.encode(with_reply):
             raise ChatTemplateError(
                 f"the closing text {closing!r} merges with the assistant's last tokens"
             )
