@@ -367,6 +367,7 @@ async def evaluate(
             progress=progress,
         )
     finally:
+        await recipe.close_env_factory(env_factory)
         close = None if planner else getattr(sampler, "close", None)
         if close is not None:  # a remote sampler finishes its service session
             await close()

@@ -356,6 +356,12 @@ class Trainer:
                 self._sinks = None
         return TrainResult(self.completed, tuple(saved), tuple(done))
 
+    async def close(self) -> None:
+        """Stop what the env factory holds (its worker pool): no process is left behind."""
+        from agentrl.recipe import close_env_factory
+
+        await close_env_factory(self.env_factory)
+
     async def _save_on_interrupt(
         self, saved: list[CheckpointInfo], done: list[UpdateMetrics]
     ) -> None:
