@@ -71,6 +71,9 @@ class TokenPrefix(Sequence[int]):
 
     def __getitem__(self, index: SupportsIndex | slice) -> int | tuple[int, ...]:
         if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            if step == 1:  # copy only the slice, not the whole prefix
+                return tuple(self._buffer._data[start:stop])
             return tuple(self._array()[index])
         i = index.__index__()
         if i < 0:
