@@ -52,10 +52,16 @@ class ScriptedSampler:
         self.cpu = 0.0
         """Seconds of CPU spent inside `sample` (not the engine's)."""
         self._replies: dict[str, tuple[int, ...]] = {}
+        self._open = tokenizer.convert_tokens_to_ids("<tool_response>")
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._decode = backend.decode if backend is not None else tokenizer.decode
 
     def _actions(self, prompt: Sequence[int]) -> list[str]:
-        tail = self.tokenizer.decode(list(prompt[-700:]), skip_special_tokens=False)
-        block = tail.rsplit(HEADING, 1)[-1].split("</tool_response>", 1)[0]
+        tail = list(prompt[-700:])
+        if self._open in tail:  # only the last tool message
+            tail = tail[len(tail) - 1 - tail[::-1].index(self._open) :]
+        text = self._decode(tail, skip_special_tokens=False)
+        block = text.rsplit(HEADING, 1)[-1].split("</tool_response>", 1)[0]
         block = block.split("<|im_end|>", 1)[0]
         return [line.strip() for line in block.strip().splitlines() if line.strip()] or ["look"]
 

@@ -27,9 +27,10 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["BoundaryCheck", "LineEncoder", "VerifyMode", "verify_mode"]
+__all__ = ["BoundaryCheck", "LineEncoder", "VerifyMode", "missing_suffix", "verify_mode"]
 
 Encode = Callable[[str], list[int]]
+EncodeMany = Callable[[list[str]], list[list[int]]]
 
 
 class VerifyMode(StrEnum):
@@ -116,11 +117,13 @@ class LineEncoder:
         self,
         encode: Encode,
         *,
+        encode_many: EncodeMany | None = None,
         enabled: bool = True,
         max_lines: int = 8192,
         max_line_chars: int = 400,
     ) -> None:
         self._encode = encode
+        self._encode_many = encode_many
         self._cache: dict[str, list[int]] = {}
         self.max_lines = max_lines
         self.max_line_chars = max_line_chars
@@ -129,19 +132,24 @@ class LineEncoder:
         )
 
     def _split_encode(self, text: str, *, cache: bool = True) -> list[int]:
+        pieces = [p for p in _SPLIT.split(text) if p]
+        known: dict[str, list[int]] = self._cache if cache else {}
+        misses = list(dict.fromkeys(p for p in pieces if p not in known))
+        fresh: dict[str, list[int]] = {}
+        if misses:  # one tokenizer call for all new lines (its per-call overhead dominates)
+            if self._encode_many is not None and len(misses) > 1:
+                encoded = self._encode_many(misses)
+            else:
+                encoded = [self._encode(p) for p in misses]
+            fresh = dict(zip(misses, encoded, strict=True))
         out: list[int] = []
-        for piece in _SPLIT.split(text):
-            if not piece:
-                continue
-            if not cache or len(piece) > self.max_line_chars:
-                out.extend(self._encode(piece))
-                continue
-            tokens = self._cache.get(piece)
-            if tokens is None:
-                if len(self._cache) >= self.max_lines:
-                    self._cache.clear()
-                tokens = self._cache[piece] = self._encode(piece)
-            out.extend(tokens)
+        for piece in pieces:
+            tokens = fresh.get(piece)
+            out.extend(tokens if tokens is not None else known[piece])
+        if cache and fresh:
+            if len(self._cache) + len(fresh) > self.max_lines:
+                self._cache.clear()
+            self._cache.update((p, t) for p, t in fresh.items() if len(p) <= self.max_line_chars)
         return out
 
     def encode(self, text: str) -> list[int]:
@@ -149,3 +157,11 @@ class LineEncoder:
         if not self.enabled:
             return self._encode(text)
         return self._split_encode(text)
+
+
+def missing_suffix(completion: Sequence[int], after: Sequence[int]) -> list[int]:
+    """`after` without the prefix of it that the completion already ends with."""
+    for k in range(min(len(after), len(completion)), 0, -1):
+        if list(completion[-k:]) == list(after[:k]):
+            return list(after[k:])
+    return list(after)

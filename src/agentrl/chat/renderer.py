@@ -24,11 +24,23 @@ re-renders every turn as a new segment (`segment_prompt`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from agentrl.chat.base import (
+    ChatTemplateError,
+    ChatTokenizer,
+    HistoryRewriteError,
+    message_to_dict,
+)
 from agentrl.chat.dialects import ToolCallDialect, detect_dialect, dialect_for
-from agentrl.chat.encoding import BoundaryCheck, LineEncoder, VerifyMode, verify_mode
+from agentrl.chat.encoding import (
+    BoundaryCheck,
+    LineEncoder,
+    VerifyMode,
+    missing_suffix,
+    verify_mode,
+)
 from agentrl.chat.history import (
     ExtensionMode,
     RenderRecord,
@@ -49,43 +61,6 @@ __all__ = [
 
 PROBE_MARK = "zq7probe"
 """A string that never occurs in a chat template, used to find the probe reply."""
-
-
-class ChatTokenizer(Protocol):
-    """The part of a Hugging Face tokenizer the renderer uses."""
-
-    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any:
-        """Render messages with the tokenizer's chat template."""
-        ...
-
-    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]:
-        """Text to token ids."""
-        ...
-
-    def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = ...) -> str:
-        """Token ids to text."""
-        ...
-
-
-class ChatTemplateError(ValueError):
-    """The chat template cannot be extended token by token."""
-
-
-class HistoryRewriteError(ChatTemplateError):
-    """The chat template renders earlier turns differently once more messages follow."""
-
-
-def message_to_dict(message: Message) -> dict[str, Any]:
-    """A `Message` in the dict form Hugging Face chat templates expect."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {"type": "function", "function": {"name": c.name, "arguments": dict(c.arguments)}}
-            for c in message.tool_calls
-        ]
-    if message.name is not None:
-        out["name"] = message.name
-    return out
 
 
 _first_difference = first_difference
@@ -147,14 +122,19 @@ class ChatRenderer:
             self.closing_text, self.closing_tokens = "", []
             warn_once(f"segments:{template}", f"{exc}; every turn starts a new segment")
         self._assistant = {"role": "assistant", "content": self._reply}
+        self._delta_tools: tuple[JsonObject, ...] | None = None
+        """Tools of the probe renders of tool messages (None: the renderer's; () when the
+        template's tool-message text was checked not to depend on them: a cheaper render)."""
         if self.extension is not ExtensionMode.SEGMENTS:
             self._probe_text = self.render_text([*self._context, self._assistant])
-            self._probe_tokens = self.encode(self._probe_text)
             self._check_history(str(template))
+            if self.verify is not VerifyMode.FULL and self.tools:
+                self._try_bare_probe()
+            self._probe_tokens = self.encode(self._probe_text)
         self._boundary = BoundaryCheck(
             tokenizer, self.encode, self.closing_text, self.closing_tokens
         )
-        self._lines = LineEncoder(self.encode, enabled=line_cache)
+        self._lines = LineEncoder(self.encode, encode_many=self._encode_many(), enabled=line_cache)
 
     @property
     def record(self) -> RenderRecord:
@@ -201,6 +181,17 @@ class ChatRenderer:
         """Token ids of `text` (no special tokens added: the template writes them)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
+    def _encode_many(self) -> Callable[[list[str]], list[list[int]]] | None:
+        """A batch encode through the tokenizer's `__call__` (Hugging Face), when it has one."""
+        call: Any = self.tokenizer
+        if not callable(call):
+            return None
+
+        def many(texts: list[str]) -> list[list[int]]:
+            return [list(ids) for ids in call(texts, add_special_tokens=False)["input_ids"]]
+
+        return many
+
     def render(
         self, messages: Sequence[Message], *, add_generation_prompt: bool = False
     ) -> list[int]:
@@ -245,7 +236,7 @@ class ChatRenderer:
     def missing_closing(self, completion: Sequence[int]) -> list[int]:
         """The closing tokens the completion lacks (its tail may already hold a prefix of them,
         typically the stop token)."""
-        return _missing(completion, self.closing_tokens)
+        return missing_suffix(completion, self.closing_tokens)
 
     def tool_message_tokens(self, message: Message) -> list[int]:
         """Tokens the template puts after a closed assistant turn for `message`, up to and
@@ -255,6 +246,7 @@ class ChatRenderer:
         full = self.render_text(
             [*self._context, self._assistant, message_to_dict(message)],
             add_generation_prompt=True,
+            tools=self._delta_tools,
         )
         if full.startswith(self._probe_text):
             cut = len(self._probe_text)
@@ -301,7 +293,7 @@ class ChatRenderer:
         tool-message tokens (a completion that ended on the first tokens of what follows, e.g.
         GLM's `<|observation|>`, is not given them twice). O(new tokens)."""
         after = [*self.closing_tokens, *self.tool_message_tokens(tool_message)]
-        return _missing(completion_tokens, after)
+        return missing_suffix(completion_tokens, after)
 
     def completion_text(self, completion_tokens: Sequence[int]) -> str:
         """The assistant's text: the completion decoded without its trailing stop tokens."""
@@ -312,6 +304,20 @@ class ChatRenderer:
         return self.tokenizer.decode(tokens, skip_special_tokens=False)
 
     # -- template checks -------------------------------------------------------------------
+
+    def _try_bare_probe(self) -> None:
+        """Render tool messages over a probe without tools where that gives the same text."""
+        tool = {"role": "tool", "name": "probe_tool", "content": "Probe result."}
+        messages = [*self._context, self._assistant, tool]
+        bare_probe = self.render_text([*self._context, self._assistant], tools=())
+        bare = self.render_text(messages, add_generation_prompt=True, tools=())
+        full = self.render_text(messages, add_generation_prompt=True)
+        if (
+            bare.startswith(bare_probe)
+            and full.startswith(self._probe_text)
+            and bare[len(bare_probe) :] == full[len(self._probe_text) :]
+        ):
+            self._delta_tools, self._probe_text = (), bare_probe
 
     def _probe_reply(self, given: str | None) -> str:
         if given is not None:
@@ -394,11 +400,3 @@ class ChatRenderer:
                     "sampled tokens anyway."
                 )
             previous = following
-
-
-def _missing(completion: Sequence[int], after: Sequence[int]) -> list[int]:
-    """`after` without the prefix of it that the completion already ends with."""
-    for k in range(min(len(after), len(completion)), 0, -1):
-        if list(completion[-k:]) == list(after[:k]):
-            return list(after[k:])
-    return list(after)
