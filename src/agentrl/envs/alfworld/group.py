@@ -1,12 +1,13 @@
 """`AlfworldEnvGroup`: K independent TextWorld environments of one ALFWorld game.
 
-The K engines live in one worker process (see `workers.py`), so the event loop never
-blocks on TextWorld. `reset()` loads the game K times and checks that every branch sees the
-identical initial observation, commands, state and game file. `step(actions)` advances only
-branches that got an action. A step that exceeds `step_timeout`, or a worker that dies,
-ends the group's live branches with `EnvStep.error` set (the rollout records
-`StopReason.ENV_ERROR`); the rest of the batch goes on. `close()` is idempotent and leaves
-no process behind.
+The K engines live in a worker process: one of the group's own (see `workers.py`), or a slot
+borrowed from a persistent `EnvWorkerPool` (`pool.py`) that serves every group and update; the
+event loop never blocks on TextWorld. `reset()` loads the game K times and checks that every
+branch sees the identical initial observation, commands, state and game file.
+`step(actions)` advances only branches that got an action. A step that exceeds
+`step_timeout`, or a worker that dies, ends the group's live branches with `EnvStep.error`
+set (the rollout records `StopReason.ENV_ERROR`); the rest of the batch goes on. `close()` is
+idempotent; without a pool it leaves no process behind, with one it returns the engines.
 """
 
 from __future__ import annotations
