@@ -156,3 +156,31 @@ async def test_engine_that_raised_is_not_cached(fault_task: TaskInfo) -> None:
         assert pool.started == 1  # an engine error does not cost the worker
     finally:
         await pool.close()
+
+
+async def test_trainer_close_leaves_no_worker(fault_task: TaskInfo, tmp_path: Path) -> None:
+    from agentrl.config import TrainConfig
+    from agentrl.envs.alfworld.group import alfworld_group_factory
+    from agentrl.envs.toy import toy_tool_protocol
+    from agentrl.trainer import Trainer
+
+    factory = alfworld_group_factory(
+        AlfworldEnvOptions(engine="fault", max_steps=None), EnvWorkerPool(2)
+    )
+    group = factory(fault_task, 2)
+    assert (await group.reset())[0].error is None
+    await group.close()
+    assert factory.pool is not None
+    pids = factory.pool.pids
+    trainer = Trainer(
+        config=TrainConfig(run_dir=tmp_path / "run"),
+        backend=object(),  # type: ignore[arg-type]
+        env_factory=factory,
+        tasks=[fault_task],
+        renderer=object(),  # type: ignore[arg-type]
+        protocol=toy_tool_protocol(),
+        progress=False,
+    )
+    await trainer.close()
+    await trainer.close()  # idempotent
+    assert pids and not any(_alive(pid) for pid in pids)
