@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
 from agentrl.config import EvalConfig, EvalPolicy
-from agentrl.env import EnvGroupFactory
+from agentrl.env import EnvGroupFactory, close_env_factory
 from agentrl.metrics import SplitSummary, eval_summaries
 from agentrl.records import TrajectoryRecord
 from agentrl.reporting.jsonl import JsonlWriter, WriteMode
@@ -367,7 +367,7 @@ async def evaluate(
             progress=progress,
         )
     finally:
-        await recipe.close_env_factory(env_factory)
+        await close_env_factory(env_factory)
         close = None if planner else getattr(sampler, "close", None)
         if close is not None:  # a remote sampler finishes its service session
             await close()

@@ -9,7 +9,6 @@ needs them is built, with an error naming the extra to install.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,7 +39,6 @@ __all__ = [
     "TINY_MODEL_SEED",
     "TOY_SEEDS",
     "check_credentials",
-    "close_env_factory",
     "env_factory_for",
     "eval_sampler_for",
     "local_backend_for",
@@ -148,15 +146,6 @@ def env_factory_for(config: CommonConfig) -> EnvGroupFactory:
     options = AlfworldEnvOptions(max_steps=config.max_episode_steps, engine=config.env_engine.value)
     pool = None if config.env_workers == 0 else EnvWorkerPool(config.env_workers)
     return alfworld_group_factory(options, pool)
-
-
-async def close_env_factory(factory: EnvGroupFactory) -> None:
-    """Stop what an env factory holds (e.g. its worker pool); harmless for plain functions."""
-    close = getattr(factory, "close", None)
-    if close is not None:
-        result = close()
-        if inspect.isawaitable(result):
-            await result
 
 
 def tasks_for(

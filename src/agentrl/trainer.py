@@ -50,7 +50,7 @@ from agentrl.checkpoints import (
 )
 from agentrl.config import TrainConfig
 from agentrl.datums import Datum, build_datums
-from agentrl.env import EnvGroupFactory
+from agentrl.env import EnvGroupFactory, close_env_factory
 from agentrl.metrics import UpdateMetrics, update_metrics
 from agentrl.recipe import rollout_config_for
 from agentrl.records import TrajectoryRecord, append_records
@@ -358,8 +358,6 @@ class Trainer:
 
     async def close(self) -> None:
         """Stop what the env factory holds (its worker pool): no process is left behind."""
-        from agentrl.recipe import close_env_factory
-
         await close_env_factory(self.env_factory)
 
     async def _save_on_interrupt(
