@@ -21,6 +21,7 @@ import asyncio
 import gc
 import hashlib
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -198,6 +199,13 @@ async def compare(
             finally:
                 await eng.close()
             digests[name] = [u.digest for u in updates] + [slow.digest]
+            print(
+                f"repeat {repeat + 1} {name}: "
+                + ", ".join(f"{u.turns / u.wall:.0f}" for u in updates)
+                + f" turns/s; latency run {slow.wall:.1f}s (ideal {slow.ideal:.1f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
             steady = updates[1:] or updates
             rows[name].append(
                 {
