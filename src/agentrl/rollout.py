@@ -28,11 +28,12 @@ from agentrl.chat import ChatRenderer, ChatTemplateError
 from agentrl.env import EnvGroup, EnvGroupFactory
 from agentrl.rewards import RewardFn, WinMinusInvalid
 from agentrl.tokens import TokenBuffer
-from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect
+from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
 from agentrl.types import (
     Completion,
     CompletionStop,
     CutReply,
+    EnvAction,
     EnvStep,
     Message,
     StepCounting,
@@ -132,10 +133,10 @@ class _Stepper:
 
     def __init__(self, group: EnvGroup) -> None:
         self._group = group
-        self._pending: dict[int, tuple[str, asyncio.Future[EnvStep]]] = {}
+        self._pending: dict[int, tuple[EnvAction, asyncio.Future[EnvStep]]] = {}
         self._task: asyncio.Task[None] | None = None
 
-    async def step(self, branch: int, action: str) -> EnvStep:
+    async def step(self, branch: int, action: EnvAction) -> EnvStep:
         future: asyncio.Future[EnvStep] = asyncio.get_running_loop().create_future()
         self._pending[branch] = (action, future)
         if self._task is None or self._task.done():
@@ -143,7 +144,7 @@ class _Stepper:
         return await future
 
     async def _drain(self) -> None:
-        batch: dict[int, tuple[str, asyncio.Future[EnvStep]]] = {}
+        batch: dict[int, tuple[EnvAction, asyncio.Future[EnvStep]]] = {}
         try:
             while self._pending:
                 batch, self._pending = self._pending, {}
@@ -245,9 +246,10 @@ async def _play_turn(
     cut = completion.stop_reason is CompletionStop.LENGTH
     parsed = parse_with_dialect(setup.protocol, renderer.dialect, text, truncated=cut)
     step: EnvStep | None = None
-    if parsed.action is not None:
+    action = parsed.env_action
+    if action is not None:
         try:
-            step = await stepper.step(branch.index, parsed.action)
+            step = await stepper.step(branch.index, action)
         except Exception as exc:
             step = EnvStep(observation="", error=f"{type(exc).__name__}: {exc}")
         branch.env_steps += 1
@@ -279,14 +281,14 @@ async def _play_turn(
             env_steps=branch.steps_used,
             max_env_steps=config.max_env_steps,
         )
-        message = setup.protocol.tool_message(result)
-        extension, fresh = _next_prompt(branch, completion, message, setup)
+        messages = tool_messages(setup.protocol, result)
+        extension, fresh = _next_prompt(branch, completion, messages, setup)
         length = len(extension) + (0 if fresh else len(branch.prompt) + len(completion.tokens))
         if length >= config.max_trajectory_tokens:
             stop = StopReason.TOKEN_BUDGET
         else:
-            turn = replace(turn, tool_message=message)
-            branch.messages.append(message)
+            turn = replace(turn, tool_message=messages[0], more_tool_messages=messages[1:])
+            branch.messages.extend(messages)
             if fresh:
                 branch.prompt = TokenBuffer(extension)
             else:
@@ -300,7 +302,7 @@ async def _play_turn(
 
 
 def _next_prompt(
-    branch: _Branch, completion: Completion, message: Message, setup: _Setup
+    branch: _Branch, completion: Completion, messages: Sequence[Message], setup: _Setup
 ) -> tuple[list[int], bool]:
     """What the next prompt needs and whether it starts a new segment: the tokens that extend
     the last prompt after the completion (`ChatRenderer.continuation`), or a fresh render of the
@@ -308,10 +310,10 @@ def _next_prompt(
     renderer = setup.renderer
     if not renderer.segments:
         try:
-            return renderer.continuation(completion.tokens, message), False
+            return renderer.continuation(completion.tokens, messages), False
         except ChatTemplateError as exc:
             log.warning("cannot extend the prompt (%s); starting a new segment", exc)
-    return renderer.segment_prompt([*branch.messages, message], setup.protocol.tools), True
+    return renderer.segment_prompt([*branch.messages, *messages], setup.protocol.tools), True
 
 
 async def _run_branch(

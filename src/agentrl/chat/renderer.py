@@ -238,13 +238,15 @@ class ChatRenderer:
         typically the stop token)."""
         return missing_suffix(completion, self.closing_tokens)
 
-    def tool_message_tokens(self, message: Message) -> list[int]:
-        """Tokens the template puts after a closed assistant turn for `message`, up to and
-        including the next generation prompt. Derived from the fixed probe conversation."""
+    def tool_message_tokens(self, message: Message | Sequence[Message]) -> list[int]:
+        """Tokens the template puts after a closed assistant turn for `message` (or several
+        tool messages, one per call, in order), up to and including the next generation
+        prompt. Derived from the fixed probe conversation."""
         if self.segments:
             raise ChatTemplateError("this template cannot be extended; use segment_prompt")
+        messages = [message] if isinstance(message, Message) else list(message)
         full = self.render_text(
-            [*self._context, self._assistant, message_to_dict(message)],
+            [*self._context, self._assistant, *(message_to_dict(m) for m in messages)],
             add_generation_prompt=True,
             tools=self._delta_tools,
         )
@@ -254,7 +256,8 @@ class ChatRenderer:
             if self.extension is ExtensionMode.EXTENDS:
                 raise HistoryRewriteError(
                     "the chat template renders the earlier assistant turn differently once a "
-                    f"{message.role} message follows ({_first_difference(self._probe_text, full)})"
+                    f"{messages[0].role} message follows "
+                    f"({_first_difference(self._probe_text, full)})"
                     "; pass allow_history_rewrite=True to keep the sampled tokens anyway"
                 )
             marker = self._reply + self.closing_text
@@ -279,7 +282,10 @@ class ChatRenderer:
         return delta
 
     def extend(
-        self, prompt_tokens: Sequence[int], completion_tokens: Sequence[int], tool_message: Message
+        self,
+        prompt_tokens: Sequence[int],
+        completion_tokens: Sequence[int],
+        tool_message: Message | Sequence[Message],
     ) -> list[int]:
         """`prompt + completion + missing closing tokens + tool-message tokens`."""
         return [
@@ -288,7 +294,9 @@ class ChatRenderer:
             *self.continuation(completion_tokens, tool_message),
         ]
 
-    def continuation(self, completion_tokens: Sequence[int], tool_message: Message) -> list[int]:
+    def continuation(
+        self, completion_tokens: Sequence[int], tool_message: Message | Sequence[Message]
+    ) -> list[int]:
         """What `extend` appends after the completion: the closing tokens it lacks and the
         tool-message tokens (a completion that ended on the first tokens of what follows, e.g.
         GLM's `<|observation|>`, is not given them twice). O(new tokens)."""
@@ -308,7 +316,7 @@ class ChatRenderer:
     def _try_bare_probe(self) -> None:
         """Render tool messages over a probe without tools where that gives the same text."""
         tool = {"role": "tool", "name": "probe_tool", "content": "Probe result."}
-        messages = [*self._context, self._assistant, tool]
+        messages = [*self._context, self._assistant, tool, {**tool, "content": "Second."}]
         bare_probe = self.render_text([*self._context, self._assistant], tools=())
         bare = self.render_text(messages, add_generation_prompt=True, tools=())
         full = self.render_text(messages, add_generation_prompt=True)

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -174,7 +175,7 @@ async def test_trainer_close_leaves_no_worker(fault_task: TaskInfo, tmp_path: Pa
     pids = factory.pool.pids
     trainer = Trainer(
         config=TrainConfig(run_dir=tmp_path / "run"),
-        backend=object(),  # type: ignore[arg-type]
+        backend=SimpleNamespace(sampler=None),  # type: ignore[arg-type]
         env_factory=factory,
         tasks=[fault_task],
         renderer=object(),  # type: ignore[arg-type]
