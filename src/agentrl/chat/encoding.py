@@ -27,7 +27,14 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["BoundaryCheck", "LineEncoder", "VerifyMode", "missing_suffix", "verify_mode"]
+__all__ = [
+    "BoundaryCheck",
+    "LineEncoder",
+    "VerifyMode",
+    "batch_encoder",
+    "missing_suffix",
+    "verify_mode",
+]
 
 Encode = Callable[[str], list[int]]
 EncodeMany = Callable[[list[str]], list[list[int]]]
@@ -165,3 +172,14 @@ def missing_suffix(completion: Sequence[int], after: Sequence[int]) -> list[int]
         if list(completion[-k:]) == list(after[:k]):
             return list(after[k:])
     return list(after)
+
+
+def batch_encoder(tokenizer: Any) -> EncodeMany | None:
+    """A batch encode through the tokenizer's `__call__` (Hugging Face), when it has one."""
+    if not callable(tokenizer):
+        return None
+
+    def many(texts: list[str]) -> list[list[int]]:
+        return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+    return many

@@ -24,7 +24,7 @@ re-renders every turn as a new segment (`segment_prompt`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrl.chat.base import (
@@ -38,6 +38,7 @@ from agentrl.chat.encoding import (
     BoundaryCheck,
     LineEncoder,
     VerifyMode,
+    batch_encoder,
     missing_suffix,
     verify_mode,
 )
@@ -123,8 +124,7 @@ class ChatRenderer:
             warn_once(f"segments:{template}", f"{exc}; every turn starts a new segment")
         self._assistant = {"role": "assistant", "content": self._reply}
         self._delta_tools: tuple[JsonObject, ...] | None = None
-        """Tools of the probe renders of tool messages (None: the renderer's; () when the
-        template's tool-message text was checked not to depend on them: a cheaper render)."""
+        """Tools of tool-message probe renders: () where checked to give the same text."""
         if self.extension is not ExtensionMode.SEGMENTS:
             self._probe_text = self.render_text([*self._context, self._assistant])
             self._check_history(str(template))
@@ -134,7 +134,9 @@ class ChatRenderer:
         self._boundary = BoundaryCheck(
             tokenizer, self.encode, self.closing_text, self.closing_tokens
         )
-        self._lines = LineEncoder(self.encode, encode_many=self._encode_many(), enabled=line_cache)
+        self._lines = LineEncoder(
+            self.encode, encode_many=batch_encoder(tokenizer), enabled=line_cache
+        )
 
     @property
     def record(self) -> RenderRecord:
@@ -180,17 +182,6 @@ class ChatRenderer:
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` (no special tokens added: the template writes them)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def _encode_many(self) -> Callable[[list[str]], list[list[int]]] | None:
-        """A batch encode through the tokenizer's `__call__` (Hugging Face), when it has one."""
-        call: Any = self.tokenizer
-        if not callable(call):
-            return None
-
-        def many(texts: list[str]) -> list[list[int]]:
-            return [list(ids) for ids in call(texts, add_special_tokens=False)["input_ids"]]
-
-        return many
 
     def render(
         self, messages: Sequence[Message], *, add_generation_prompt: bool = False
