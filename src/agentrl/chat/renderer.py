@@ -288,9 +288,8 @@ class ChatRenderer:
     def continuation(
         self, completion_tokens: Sequence[int], tool_message: Message | Sequence[Message]
     ) -> list[int]:
-        """What `extend` appends after the completion: the closing tokens it lacks and the
-        tool-message tokens (a completion that ended on the first tokens of what follows, e.g.
-        GLM's `<|observation|>`, is not given them twice). O(new tokens)."""
+        """What `extend` appends after the completion: the closing tokens it lacks, then the
+        tool-message tokens (not twice where the completion ended on them, e.g. GLM's)."""
         after = [*self.closing_tokens, *self.tool_message_tokens(tool_message)]
         return missing_suffix(completion_tokens, after)
 
