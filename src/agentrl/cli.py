@@ -107,6 +107,7 @@ async def _train(config: TrainConfig) -> int:
         )
         raise KeyboardInterrupt from None
     finally:
+        await trainer.close()
         await _close(backend)
     print(
         f"finished update {result.last_update} of {config.max_steps}; run folder {config.run_dir}"

@@ -173,6 +173,12 @@ class CommonConfig(BaseModel):
     env_engine: EnvEngine = Field(
         EnvEngine.FAST, description="ALFWorld environment engine: fast (default) or textworld"
     )
+    env_workers: int | None = Field(
+        None,
+        ge=0,
+        description="persistent ALFWorld worker processes shared by all groups and updates "
+        "(default: one per CPU; 0: a fresh worker process per group)",
+    )
     max_episode_steps: int = Field(50, ge=1, description="maximum env steps per trajectory")
     step_counting: StepCounting = Field(
         StepCounting.TURNS,

@@ -213,7 +213,10 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
         protocol=protocol,
         progress=progress,
     )
-    result = await trainer.run()
+    try:
+        result = await trainer.run()
+    finally:
+        await trainer.close()
     phases["training"] = time.perf_counter() - clock
     clock = time.perf_counter()
     last = result.checkpoints[-1]

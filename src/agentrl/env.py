@@ -11,12 +11,21 @@ The checker that every implementation must pass lives in `agentrl.testing`.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from agentrl.types import EnvAction, EnvStep, TaskInfo
 
-__all__ = ["EnvAction", "EnvGroup", "EnvGroupFactory", "EnvStep", "TaskInfo", "command_of"]
+__all__ = [
+    "EnvAction",
+    "EnvGroup",
+    "EnvGroupFactory",
+    "EnvStep",
+    "TaskInfo",
+    "close_env_factory",
+    "command_of",
+]
 
 
 def command_of(action: EnvAction) -> str:
@@ -68,3 +77,13 @@ class EnvGroupFactory(Protocol):
     def __call__(self, task: TaskInfo, group_size: int) -> EnvGroup:
         """Create a group of `group_size` branches of `task` (not yet reset)."""
         ...
+
+
+async def close_env_factory(factory: EnvGroupFactory) -> None:
+    """Stop what an env factory holds (e.g. a worker pool: its `close()`, sync or async);
+    harmless for a plain function."""
+    close = getattr(factory, "close", None)
+    if close is not None:
+        result = close()
+        if inspect.isawaitable(result):
+            await result

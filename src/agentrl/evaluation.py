@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
 from agentrl.config import EvalConfig, EvalPolicy
-from agentrl.env import EnvGroupFactory
+from agentrl.env import EnvGroupFactory, close_env_factory
 from agentrl.metrics import SplitSummary, eval_summaries
 from agentrl.preflight import check_token_budget
 from agentrl.records import TrajectoryRecord
@@ -434,6 +434,7 @@ async def evaluate(
             retry_errors=config.retry_errors,
         )
     finally:
+        await close_env_factory(env_factory)
         close = None if planner else getattr(sampler, "close", None)
         if close is not None:  # a remote sampler finishes its service session
             await close()

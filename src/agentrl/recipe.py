@@ -152,9 +152,11 @@ def env_factory_for(config: CommonConfig) -> EnvGroupFactory:
 
         return toy
     from agentrl.envs.alfworld import AlfworldEnvOptions, alfworld_group_factory
+    from agentrl.envs.alfworld.pool import EnvWorkerPool
 
     options = AlfworldEnvOptions(max_steps=config.max_episode_steps, engine=config.env_engine.value)
-    return alfworld_group_factory(options)
+    pool = None if config.env_workers == 0 else EnvWorkerPool(config.env_workers)
+    return alfworld_group_factory(options, pool)
 
 
 def tasks_for(

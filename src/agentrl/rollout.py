@@ -28,6 +28,7 @@ from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer, ChatTemplateError
 from agentrl.env import EnvGroup, EnvGroupFactory
 from agentrl.rewards import RewardFn, WinMinusInvalid
+from agentrl.tokens import TokenBuffer
 from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
 from agentrl.types import (
     Completion,
@@ -203,7 +204,8 @@ class _Branch:
     """Mutable state of one live branch (private to the engine)."""
 
     index: int
-    prompt: list[int]
+    prompt: TokenBuffer
+    """The current prompt; each turn records a prefix of it (one buffer per segment)."""
     current: EnvStep
     messages: list[Message]
     turns: list[Turn] = field(default_factory=list)
@@ -293,7 +295,7 @@ async def _play_turn(
     if stop is None:
         stop = _budget_stop(branch, cut, max_tokens, config)
     turn = Turn(
-        prompt_tokens=tuple(branch.prompt),
+        prompt_tokens=branch.prompt.prefix(),
         completion_tokens=completion.tokens,
         logprobs=completion.logprobs,
         assistant_text=text,
@@ -313,13 +315,19 @@ async def _play_turn(
             max_env_steps=config.max_env_steps,
         )
         messages = tool_messages(setup.protocol, result)
-        extended, fresh = _next_prompt(branch, completion, messages, setup)
-        if len(extended) >= config.max_trajectory_tokens:
+        extension, fresh = _next_prompt(branch, completion, messages, setup)
+        length = len(extension) + (0 if fresh else len(branch.prompt) + len(completion.tokens))
+        if length >= config.max_trajectory_tokens:
             stop = StopReason.TOKEN_BUDGET
         else:
             turn = replace(turn, tool_message=messages[0], more_tool_messages=messages[1:])
             branch.messages.extend(messages)
-            branch.prompt, branch.new_segment = extended, fresh
+            if fresh:
+                branch.prompt = TokenBuffer(extension)
+            else:
+                branch.prompt.extend(completion.tokens)
+                branch.prompt.extend(extension)
+            branch.new_segment = fresh
             if step is not None:
                 branch.current = step
     branch.turns.append(turn)
@@ -329,12 +337,13 @@ async def _play_turn(
 def _next_prompt(
     branch: _Branch, completion: Completion, messages: Sequence[Message], setup: _Setup
 ) -> tuple[list[int], bool]:
-    """The next prompt and whether it starts a new segment: the extension of the last prompt,
-    or a fresh render of the conversation where the template cannot be extended."""
+    """What the next prompt needs and whether it starts a new segment: the tokens that extend
+    the last prompt after the completion (`ChatRenderer.continuation`), or a fresh render of the
+    conversation where the template cannot be extended."""
     renderer = setup.renderer
     if not renderer.segments:
         try:
-            return renderer.extend(branch.prompt, completion.tokens, messages), False
+            return renderer.continuation(completion.tokens, messages), False
         except ChatTemplateError as exc:
             log.warning("cannot extend the prompt (%s); starting a new segment", exc)
     return renderer.segment_prompt([*branch.messages, *messages], setup.protocol.tools), True
@@ -355,8 +364,9 @@ async def _run_branch(
         )
         params = _params(setup, max_tokens)
         try:
+            prompt = branch.prompt.prefix()
             (completion,) = await _sample(
-                setup.sampler, branch.prompt, 1, params, config, _vocab_size(setup.renderer)
+                setup.sampler, prompt, 1, params, config, _vocab_size(setup.renderer)
             )
         except SamplerFailure as exc:
             branch.stop, branch.error = StopReason.SAMPLER_ERROR, str(exc)
@@ -413,7 +423,7 @@ async def rollout_group(
 
     def ended(reason: StopReason, error: str | None) -> TrajectoryGroup:
         branches = [
-            _Branch(i, [], EnvStep(observation=""), [], stop=reason, error=error)
+            _Branch(i, TokenBuffer(), EnvStep(observation=""), [], stop=reason, error=error)
             for i in range(size)
         ]
         trajectories = tuple(_trajectory(b, task, group_id, reward_fn) for b in branches)
@@ -438,7 +448,9 @@ async def rollout_group(
         except SamplerFailure as exc:
             return ended(StopReason.SAMPLER_ERROR, str(exc))
         stepper = _Stepper(env)
-        branches = [_Branch(i, list(prompt), initial[i], list(messages)) for i in range(size)]
+        branches = [
+            _Branch(i, TokenBuffer(prompt), initial[i], list(messages)) for i in range(size)
+        ]
         await asyncio.gather(
             *(
                 _run_branch(b, c, max_tokens, setup, stepper)

@@ -51,7 +51,7 @@ from agentrl.checkpoints import (
 )
 from agentrl.config import StalePolicy, TrainConfig
 from agentrl.datums import Datum, build_datums
-from agentrl.env import EnvGroupFactory
+from agentrl.env import EnvGroupFactory, close_env_factory
 from agentrl.metrics import UpdateMetrics, update_metrics
 from agentrl.pipeline import GroupSource, Rollout, extra_batch
 from agentrl.preflight import check_token_budget
@@ -412,6 +412,10 @@ class Trainer:
                 self._sinks.close()
                 self._sinks = None
         return TrainResult(self.completed, tuple(saved), tuple(done))
+
+    async def close(self) -> None:
+        """Stop what the env factory holds (its worker pool): no process is left behind."""
+        await close_env_factory(self.env_factory)
 
     async def _save_on_interrupt(
         self, saved: list[CheckpointInfo], done: list[UpdateMetrics]

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, TypeAlias
 
+from agentrl.tokens import Tokens
+
 JsonValue: TypeAlias = str | int | float | bool | list["JsonValue"] | dict[str, "JsonValue"] | None
 """A JSON-compatible value (used only at boundaries: tool schemas, records on disk)."""
 
@@ -255,7 +257,9 @@ class TaskInfo:
 class Turn:
     """One assistant turn: the exact prompt, the sampled completion and what it caused."""
 
-    prompt_tokens: tuple[int, ...]
+    prompt_tokens: Tokens
+    """The prompt: a tuple, or (from the rollout) a prefix of the trajectory's one shared token
+    buffer, so that prompts are stored once (see `agentrl.tokens`)."""
     completion_tokens: tuple[int, ...]
     logprobs: tuple[float, ...]
     """Sampler logprob of each completion token."""

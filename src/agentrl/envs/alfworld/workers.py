@@ -29,7 +29,15 @@ from typing import Any
 
 from agentrl.envs.alfworld.engine import EngineStep, engine_target
 
-__all__ = ["BranchReport", "CallWorker", "GroupWorker", "WorkerFailure", "serve", "serve_calls"]
+__all__ = [
+    "BranchReport",
+    "CallWorker",
+    "GroupWorker",
+    "WorkerFailure",
+    "serve",
+    "serve_calls",
+    "serve_pool",
+]
 
 
 class WorkerFailure(RuntimeError):
@@ -115,6 +123,13 @@ def serve(fd: int, engine: str, game_file: str, count: str) -> None:
             with contextlib.suppress(Exception):
                 item.close()
     conn.close()
+
+
+def serve_pool(fd: int, *args: str) -> None:
+    """Pool worker body (see `agentrl.envs.alfworld.pool.serve_pool`)."""
+    from agentrl.envs.alfworld.pool import serve_pool as body
+
+    body(fd, *args)
 
 
 def serve_calls(fd: int) -> None:
