@@ -67,7 +67,9 @@ log = logging.getLogger(__name__)
 PlayFn = Callable[[TaskInfo], Awaitable[TrajectoryGroup]]
 """Plays one game and returns its trajectories (one per sample)."""
 
-RESUME_IGNORED = frozenset({"resume", "overwrite_output", "games_per_batch", "swanlab_mode"})
+RESUME_IGNORED = frozenset(
+    {"resume", "overwrite_output", "games_per_batch", "swanlab_mode", "wandb_mode"}
+)
 """Settings that may differ between an interrupted evaluation and its `--resume`."""
 
 

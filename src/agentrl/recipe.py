@@ -25,6 +25,7 @@ from agentrl.config import (
     EvalPolicy,
     SwanLabMode,
     TrainConfig,
+    WandbMode,
 )
 from agentrl.env import EnvGroupFactory
 from agentrl.rollout import RolloutConfig
@@ -201,7 +202,8 @@ def rollout_config_for(
 
 
 def check_credentials(config: CommonConfig) -> None:
-    """Fail fast, before any heavy work, when a remote backend or SwanLab has no credentials."""
+    """Fail fast, before any heavy work, when a remote backend, SwanLab or W&B has no
+    credentials."""
     planner = isinstance(config, EvalConfig) and config.policy is EvalPolicy.PLANNER
     if config.backend in (BackendName.PYTRIO, BackendName.TINKER) and not planner:
         from agentrl.backends.pytrio_sdk import sdk_for
@@ -214,6 +216,14 @@ def check_credentials(config: CommonConfig) -> None:
             raise PermissionError(
                 "--swanlab-mode online needs SwanLab credentials: run `swanlab login` or set "
                 "SWANLAB_API_KEY (or use --swanlab-mode offline / local / disabled)"
+            )
+    if config.wandb_mode is WandbMode.ONLINE:
+        from agentrl.reporting.wandb import has_credentials as wandb_credentials
+
+        if not wandb_credentials():
+            raise PermissionError(
+                "--wandb-mode online needs W&B credentials: run `wandb login` or set "
+                "WANDB_API_KEY (or use --wandb-mode offline / disabled)"
             )
 
 
