@@ -19,10 +19,12 @@ from agentrl.chat import ChatRenderer
 from agentrl.checkpoints import resolve_model_path
 from agentrl.config import (
     BackendName,
+    BehaviourLogprobs,
     CommonConfig,
     EnvName,
     EvalConfig,
     EvalPolicy,
+    SamplerName,
     SwanLabMode,
     TrainConfig,
     WandbMode,
@@ -233,8 +235,13 @@ def local_backend_for(
     checkpoint_dir: Path,
     lora_rank: int,
     lora_alpha: float | None = None,
+    *,
+    save_base_to: Path | None = None,
 ) -> LocalBackend:
-    """The local torch backend: the `tiny` random model, or a model from a path or HF cache."""
+    """The local torch backend: the `tiny` random model, or a model from a path or HF cache.
+
+    `save_base_to`: also write the `tiny` model's base weights and tokenizer there (what vLLM
+    loads); with `--sampler vllm` the tiny model has head_dim 32 (vLLM's CPU minimum)."""
     from agentrl.backends.local import LocalBackend, LoraSpec
 
     lora = LoraSpec(rank=lora_rank) if lora_alpha is None else LoraSpec(lora_rank, lora_alpha)
@@ -242,8 +249,12 @@ def local_backend_for(
         from agentrl.backends.local.model import qwen3_config, random_causal_lm, select_device
 
         device = select_device(config.device)
-        model_config = qwen3_config("tiny", vocab_size=len(tokenizer))  # type: ignore[arg-type]
+        shape = {"head_dim": 32} if config.sampler is SamplerName.VLLM else {}
+        model_config = qwen3_config("tiny", vocab_size=len(tokenizer), **shape)  # type: ignore[arg-type]
         model = random_causal_lm(model_config, seed=TINY_MODEL_SEED, device=device)
+        if save_base_to is not None:
+            model.save_pretrained(str(save_base_to))
+            tokenizer.save_pretrained(str(save_base_to))
         return LocalBackend(
             model,
             lora=lora,
@@ -266,8 +277,11 @@ async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingB
     """The configured training backend: a fresh LoRA run on the base model, or, for a remote
     service with `--resume` and a checkpoint in the run folder, ONE run restored from it."""
     if config.backend is BackendName.LOCAL:
-        return local_backend_for(
-            config, tokenizer, config.run_dir / "checkpoints", config.lora_rank
+        return _local_training_backend(config, tokenizer)
+    if config.sampler is SamplerName.VLLM or config.behaviour_logprobs is BehaviourLogprobs.TRAINER:
+        raise ValueError(
+            "--sampler vllm and --behaviour-logprobs trainer need --backend local "
+            f"(got --backend {config.backend.value})"
         )
     from agentrl.backends.pytrio import PyTrioBackend
     from agentrl.backends.pytrio_sdk import RECOVERY_TTL_SECONDS
@@ -286,6 +300,45 @@ async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingB
     return await PyTrioBackend.create(
         config.base_model, rank=config.lora_rank, seed=config.seed, **remote
     )
+
+
+def _local_training_backend(config: TrainConfig, tokenizer: Any) -> TrainingBackend:
+    """The local backend, with the vLLM sampler and trainer behaviour logprobs if asked."""
+    backend: TrainingBackend
+    checkpoints = config.run_dir / "checkpoints"
+    if config.sampler is SamplerName.VLLM:
+        from agentrl.backends.vllm import VllmBackend
+
+        base = config.run_dir / "vllm" / "base"
+        local = local_backend_for(
+            config, tokenizer, checkpoints, config.lora_rank, save_base_to=base
+        )
+        model = base if config.base_model == TINY_MODEL else config.base_model
+        backend = VllmBackend(
+            local, _start_vllm(config, model), adapter_dir=config.run_dir / "vllm" / "adapters"
+        )
+    else:
+        local = local_backend_for(config, tokenizer, checkpoints, config.lora_rank)
+        backend = local
+    if config.behaviour_logprobs is BehaviourLogprobs.TRAINER:
+        from agentrl.backends.local.behaviour import TrainerBehaviour
+
+        backend = TrainerBehaviour(backend, local.engine)
+    return backend
+
+
+def _start_vllm(config: CommonConfig, model: str | Path, lora_rank: int | None = None) -> Any:
+    """A `VllmSampler` on `model` sized for the config's trajectories and LoRA rank."""
+    from agentrl.backends.vllm import VllmOptions, VllmSampler
+
+    rank = lora_rank if lora_rank is not None else getattr(config, "lora_rank", 8)
+    options = VllmOptions(
+        max_model_len=config.max_trajectory_tokens + config.max_assistant_tokens,
+        gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        max_lora_rank=rank,
+        seed=config.seed,
+    )
+    return VllmSampler.start(model, options)
 
 
 async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
@@ -308,6 +361,15 @@ async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
                 )
             settings = json.loads(adapter.read_text(encoding="utf-8"))
             rank, alpha = int(settings["r"]), float(settings["lora_alpha"])
+        if config.sampler is SamplerName.VLLM:  # vLLM serves the base model + the adapter
+            model: str | Path = config.base_model
+            if config.base_model == TINY_MODEL:
+                model = config.output.parent / "vllm-base"
+                local_backend_for(config, tokenizer, model, rank, alpha, save_base_to=model)
+            vllm = _start_vllm(config, model, rank)
+            if sampler_path is not None:
+                vllm.use_lora(sampler_path)
+            return vllm  # type: ignore[no-any-return]
         # Nothing is saved by an evaluation: the checkpoint folder is never created.
         backend = local_backend_for(config, tokenizer, config.output.parent, rank, alpha)
         if sampler_path is not None:
