@@ -14,9 +14,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-NOTEBOOKS = sorted(
-    (Path(__file__).resolve().parents[1] / "examples" / "notebooks").glob("*.ipynb")
-)
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "examples" / "notebooks").glob("*.ipynb"))
 
 
 def test_there_is_a_quickstart() -> None:

@@ -177,7 +177,8 @@ class VllmSampler:
         """Shut the engine down (idempotent)."""
         if not self._closed:
             self._closed = True
-            self.engine.shutdown()
+            engine, self.engine = self.engine, None
+            engine.shutdown()  # now, not again from AsyncLLM.__del__ at interpreter exit
 
 
 def _completion(out: Any, prefill: int) -> Completion:
