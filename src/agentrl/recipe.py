@@ -314,9 +314,8 @@ def _local_training_backend(config: TrainConfig, tokenizer: Any) -> TrainingBack
             config, tokenizer, checkpoints, config.lora_rank, save_base_to=base
         )
         model = base if config.base_model == TINY_MODEL else config.base_model
-        backend = VllmBackend(
-            local, _start_vllm(config, model), adapter_dir=config.run_dir / "vllm" / "adapters"
-        )
+        vllm = _start_vllm(config, model, dtype=str(local.engine.dtype).removeprefix("torch."))
+        backend = VllmBackend(local, vllm, adapter_dir=config.run_dir / "vllm" / "adapters")
     else:
         local = local_backend_for(config, tokenizer, checkpoints, config.lora_rank)
         backend = local
@@ -327,12 +326,20 @@ def _local_training_backend(config: TrainConfig, tokenizer: Any) -> TrainingBack
     return backend
 
 
-def _start_vllm(config: CommonConfig, model: str | Path, lora_rank: int | None = None) -> Any:
-    """A `VllmSampler` on `model` sized for the config's trajectories and LoRA rank."""
+def _start_vllm(
+    config: CommonConfig, model: str | Path, lora_rank: int | None = None, dtype: str = ""
+) -> Any:
+    """A `VllmSampler` on `model` sized for the config's trajectories and LoRA rank, in the
+    trainer's dtype (default: float32 on CPU, the checkpoint's on CUDA; vLLM's "auto" would
+    downcast a float32 checkpoint to bfloat16 on CPU)."""
+    from agentrl.backends.local.model import select_device
     from agentrl.backends.vllm import VllmOptions, VllmSampler
 
     rank = lora_rank if lora_rank is not None else getattr(config, "lora_rank", 8)
+    if not dtype:
+        dtype = "float32" if select_device(config.device).type == "cpu" else "auto"
     options = VllmOptions(
+        dtype=dtype,
         max_model_len=config.max_trajectory_tokens + config.max_assistant_tokens,
         gpu_memory_utilization=config.vllm_gpu_memory_utilization,
         max_lora_rank=rank,
