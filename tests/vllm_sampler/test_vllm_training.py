@@ -41,7 +41,7 @@ async def test_two_updates_with_the_vllm_sampler(tmp_path: Path) -> None:
         max_steps=2,
         games_per_batch=2,
         group_size=4,
-        max_episode_steps=4,
+        max_episode_steps=2,
         max_trajectory_tokens=1_200,
         max_assistant_tokens=24,
         lora_rank=8,
