@@ -382,6 +382,8 @@ async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
         if sampler_path is not None:
             await backend.load_sampler_weights(sampler_path)
         return await backend.sampler()
+    if config.sampler is SamplerName.VLLM:
+        raise ValueError(f"--sampler vllm needs --backend local (got {config.backend.value})")
     from agentrl.backends.pytrio import RemoteSampler
     from agentrl.backends.pytrio_sdk import sdk_for
 

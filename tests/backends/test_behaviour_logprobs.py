@@ -79,3 +79,14 @@ async def test_vllm_sampler_without_vllm_names_the_extra(tmp_path: Path) -> None
     with pytest.raises(MissingExtraError, match=r"agentrl\[vllm\]"):
         await recipe.training_backend_for(config, tokenizer)  # type: ignore[arg-type]
     assert (tmp_path / "run" / "vllm" / "base" / "config.json").is_file()
+
+
+def test_vllm_eval_needs_the_local_backend(tmp_path: Path) -> None:
+    import asyncio
+
+    from agentrl import recipe
+    from agentrl.config import EvalConfig
+
+    config = EvalConfig(backend="pytrio", sampler="vllm", output=tmp_path / "e.jsonl")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="--backend local"):
+        asyncio.run(recipe.eval_sampler_for(config, None))

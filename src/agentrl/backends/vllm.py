@@ -56,7 +56,8 @@ class VllmOptions:
     """How the vLLM engine is started."""
 
     dtype: str = "auto"
-    """Weights and activations dtype ("auto": the checkpoint's; "float32" matches a CPU trainer)."""
+    """Weights and activations dtype. Pass the trainer's ("float32" on CPU, "bfloat16" on
+    CUDA): vLLM's "auto" downcasts a float32 checkpoint to bfloat16 on CPU."""
     max_model_len: int = 16_384
     """Longest prompt + completion (tokens)."""
     gpu_memory_utilization: float = 0.5
