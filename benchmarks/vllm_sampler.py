@@ -55,8 +55,10 @@ class Numbers:
         return self.completion_tokens / self.seconds
 
 
-async def rollout(sampler: Any, args: argparse.Namespace, tokenizer: Any, name: str) -> Numbers:
-    """Play `args.games` groups of `args.group_size` branches with `sampler`."""
+async def rollout(
+    sampler: Any, args: argparse.Namespace, tokenizer: Any, name: str, seed: int
+) -> Numbers:
+    """Play `args.games` groups (games from `seed` on) of `args.group_size` branches."""
     protocol = toy_tool_protocol()
     steps = args.max_env_steps
 
@@ -72,7 +74,7 @@ async def rollout(sampler: Any, args: argparse.Namespace, tokenizer: Any, name: 
     )
     start = time.perf_counter()
     groups = await rollout_batch(
-        toy_tasks(args.games, seed=args.seed),
+        toy_tasks(args.games, seed=seed),
         env_factory=make,
         sampler=sampler,
         renderer=ChatRenderer(tokenizer, protocol.tools),
@@ -123,7 +125,7 @@ async def main() -> None:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         builtin = LocalBackend(model, device=device, tokenizer=tokenizer, seed=args.seed)
-        local = await rollout(await builtin.sampler(), args, tokenizer, "builtin")
+        local = await rollout(await builtin.sampler(), args, tokenizer, "builtin", args.seed)
         options = VllmOptions(
             dtype=str(dtype).removeprefix("torch."),
             max_model_len=args.max_trajectory_tokens + args.decode_tokens,
@@ -133,8 +135,10 @@ async def main() -> None:
         )
         vllm = VllmSampler.start(Path(folder), options)
         try:
-            await rollout(vllm, args, tokenizer, "vllm-warmup")  # first calls compile / warm up
-            served = await rollout(vllm, args, tokenizer, "vllm")
+            # warm-up on other games: the first calls are slow, and the measured games must not
+            # find their prompts in the prefix cache already
+            await rollout(vllm, args, tokenizer, "vllm-warmup", args.seed + 10_000)
+            served = await rollout(vllm, args, tokenizer, "vllm", args.seed)
         finally:
             await vllm.close()
     rows = [local, served]
