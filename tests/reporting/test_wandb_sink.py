@@ -165,3 +165,16 @@ def test_online_check_fails_fast() -> None:
     config = TrainConfig(backend="local", wandb_mode=WandbMode.ONLINE)  # type: ignore[arg-type]
     with pytest.raises(PermissionError, match="wandb login"):
         check_credentials(config)
+
+
+async def test_a_training_run_logs_to_wandb_offline(tmp_path: Path, qwen_tokenizer: object) -> None:
+    pytest.importorskip("torch")
+    from trainer_helpers import toy_config, toy_trainer
+
+    config = toy_config(
+        tmp_path / "run", max_steps=1, games_per_batch=1, wandb_mode="offline", save_every=1
+    )
+    result = await toy_trainer(config, qwen_tokenizer).run()
+    assert len(result.metrics) == 1
+    scalars = _scalars(tmp_path / "run")
+    assert scalars[("train/stats/episodes", 1)] == 3.0
