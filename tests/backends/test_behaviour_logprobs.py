@@ -90,3 +90,15 @@ def test_vllm_eval_needs_the_local_backend(tmp_path: Path) -> None:
     config = EvalConfig(backend="pytrio", sampler="vllm", output=tmp_path / "e.jsonl")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="--backend local"):
         asyncio.run(recipe.eval_sampler_for(config, None))
+
+
+def test_flags() -> None:
+    from agentrl.cli import build_parser
+    from agentrl.cli_args import config_from_args
+    from agentrl.config import BehaviourLogprobs, SamplerName, TrainConfig
+
+    argv = ["train", "--backend", "local", "--sampler", "vllm", "--behaviour-logprobs", "trainer"]
+    config = config_from_args(TrainConfig, build_parser().parse_args(argv))
+    assert config.sampler is SamplerName.VLLM
+    assert config.behaviour_logprobs is BehaviourLogprobs.TRAINER
+    assert TrainConfig().sampler is SamplerName.BUILTIN
