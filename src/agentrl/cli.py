@@ -235,7 +235,21 @@ def _add_view(subparsers: Subparsers) -> None:
 # -- generate --------------------------------------------------------------------------------
 
 
+def _run_pycode_generate(args: argparse.Namespace) -> int:
+    from agentrl.envs.pycode import write_tasks
+
+    counts = {"train": args.train, "valid_seen": args.valid_seen, "valid_unseen": args.valid_unseen}
+    counts = {split: n for split, n in counts.items() if n > 0}
+    if not counts:
+        raise UsageError("give at least one of --train, --valid-seen, --valid-unseen")
+    for path in write_tasks(Path(args.out), counts):
+        print(f"wrote {path}")
+    return 0
+
+
 def _run_generate(args: argparse.Namespace) -> int:
+    if args.env == "pycode":
+        return _run_pycode_generate(args)
     from agentrl.envs.alfworld.data import TASK_TYPES
     from agentrl.envs.alfworld.generate import generate_games
 
@@ -278,6 +292,12 @@ def _add_generate(subparsers: Subparsers) -> None:
         description="Generate ALFWorld-compatible games (official json_2.1.1 layout) from the "
         "floor plans, goals and grammar the alfworld package ships. Each game is played to a "
         "win in TextWorld before it is kept. Rerunning with the same arguments resumes.",
+    )
+    parser.add_argument(
+        "--env",
+        choices=["alfworld", "pycode"],
+        default="alfworld",
+        help="alfworld: verified games; pycode: task files <split>.jsonl (id, question, answer)",
     )
     parser.add_argument("--out", required=True, help="data root to write (json_2.1.1/ inside)")
     parser.add_argument("--train", type=int, default=0, help="number of train games")

@@ -16,7 +16,15 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentrl.advantages import AdvantageEstimator
-from agentrl.backends.base import AdamParams, LossConfig, LossName, MaskMode, SamplingParams
+from agentrl.backends.base import (
+    AdamParams,
+    KLEstimator,
+    LossConfig,
+    LossName,
+    LossNormalisation,
+    MaskMode,
+    SamplingParams,
+)
 from agentrl.registry import EstimatorOptions, RewardOptions, make_estimator, make_reward
 from agentrl.rewards import RewardFn
 from agentrl.types import CutReply, StepCounting
@@ -33,6 +41,7 @@ __all__ = [
     "EvalSplit",
     "RewardName",
     "SamplerName",
+    "StalePolicy",
     "SwanLabMode",
     "TrainConfig",
     "WandbMode",
@@ -97,11 +106,21 @@ class BehaviourLogprobs(StrEnum):
     """The trainer's recomputed logprobs of the same weights before the update."""
 
 
+class StalePolicy(StrEnum):
+    """What off-policy pipelining does with a group sampled more than k updates ago."""
+
+    DROP = "drop"
+    """Leave it out of the update (the update trains on fewer groups)."""
+    RESAMPLE = "resample"
+    """Play the same game again with the newest sampler, in place of the stale group."""
+
+
 class EnvName(StrEnum):
     """Environments the command line can build (Python users pass any `EnvGroupFactory`)."""
 
     ALFWORLD = "alfworld"
     TOY = "toy"
+    PYCODE = "pycode"
 
 
 class EnvEngine(StrEnum):
@@ -131,6 +150,7 @@ class EvalPolicy(StrEnum):
 
     MODEL = "model"
     PLANNER = "planner"
+    SOLVER = "solver"
 
 
 class CommonConfig(BaseModel):
@@ -199,6 +219,9 @@ class CommonConfig(BaseModel):
     win_reward: float = Field(1.0, description="reward for a won episode")
     invalid_penalty: float = Field(
         0.1, ge=0.0, description="reward penalty per invalid action (format or not admissible)"
+    )
+    call_penalty: float = Field(
+        0.0, ge=0.0, description="pycode: reward penalty per run_python call (0: the recipe)"
     )
     reward: RewardName = Field(RewardName.WIN_MINUS_INVALID, description="reward function")
     swanlab_mode: SwanLabMode = Field(
@@ -269,7 +292,11 @@ class CommonConfig(BaseModel):
         )
 
     def reward_fn(self) -> RewardFn:
-        """The configured reward function."""
+        """The configured reward function (pycode with a `call_penalty`: `PycodeReward`)."""
+        if self.env is EnvName.PYCODE and self.call_penalty > 0:
+            from agentrl.envs.pycode import PycodeReward
+
+            return PycodeReward(self.win_reward, self.invalid_penalty, self.call_penalty)
         return make_reward(
             self.reward.value,
             RewardOptions(win_reward=self.win_reward, invalid_penalty=self.invalid_penalty),
@@ -295,9 +322,42 @@ class TrainConfig(CommonConfig):
     grad_clip_norm: float = Field(
         1.0, ge=0.0, description="clip the global gradient norm to this (0 disables)"
     )
-    loss: LossName = Field(LossName.PPO, description="policy loss: ppo or importance_sampling")
-    clip_low: float = Field(0.8, gt=0.0, le=1.0, description="PPO lower ratio clip threshold")
-    clip_high: float = Field(1.2, ge=1.0, description="PPO upper ratio clip threshold")
+    loss: LossName = Field(
+        LossName.PPO,
+        description="policy loss: ppo, importance_sampling, cispo, gspo or cross_entropy",
+    )
+    clip_low: float = Field(
+        0.8, gt=0.0, le=1.0, description="lower ratio clip threshold (ppo, cispo, gspo)"
+    )
+    clip_high: float = Field(
+        1.2, ge=1.0, description="upper ratio clip threshold (above 1.2: clip-higher)"
+    )
+    normalisation: LossNormalisation = Field(
+        LossNormalisation.TOKENS,
+        description="local: loss divided by trained tokens, datums (sequence) or norm_constant",
+    )
+    norm_constant: float | None = Field(
+        None,
+        gt=0.0,
+        description="divisor for --normalisation constant (default: trajectories per update "
+        "x max_trajectory_tokens)",
+    )
+    kl_coef: float = Field(
+        0.0, ge=0.0, description="local: KL penalty to the base model (adapter off); 0 disables"
+    )
+    kl_estimator: KLEstimator = Field(KLEstimator.K3, description="KL estimator: k1 or k3")
+    tis_cap: float | None = Field(
+        None, gt=0.0, description="local: truncated importance weight cap (trainer / sampler)"
+    )
+    max_steps_off_policy: int = Field(
+        0, ge=0, description="k: sample up to k updates ahead while training (0: synchronous)"
+    )
+    stale_groups: StalePolicy = Field(
+        StalePolicy.DROP, description="a group older than k updates: drop or resample"
+    )
+    dynamic_sampling_budget: int = Field(
+        0, ge=0, description="extra games per update to replace degenerate groups (DAPO; 0: off)"
+    )
     estimator: EstimatorName = Field(
         EstimatorName.GROUP_MEAN,
         description="advantage estimator: group_mean, group_normalized, leave_one_out or gigpo",
@@ -344,6 +404,26 @@ class TrainConfig(CommonConfig):
             )
         return self
 
+    @model_validator(mode="after")
+    def _check_remote_loss(self) -> Self:
+        if self.backend is BackendName.LOCAL:
+            return self
+        local_only = []
+        if self.kl_coef > 0:
+            local_only.append("--kl-coef")
+        if self.tis_cap is not None:
+            local_only.append("--tis-cap")
+        if self.normalisation is not LossNormalisation.TOKENS:
+            local_only.append(f"--normalisation {self.normalisation.value}")
+        if self.loss is LossName.GSPO and self.backend is BackendName.PYTRIO:
+            local_only.append("--loss gspo (pytrio 0.2.9 has no server-side gspo; tinker has)")
+        if local_only:
+            raise ValueError(
+                f"the {self.backend.value} service computes the loss server-side and has no "
+                f"setting for {', '.join(local_only)}; use --backend local, or drop them"
+            )
+        return self
+
     def adam_params(self) -> AdamParams:
         """Optimizer step parameters."""
         return AdamParams(
@@ -356,8 +436,19 @@ class TrainConfig(CommonConfig):
         )
 
     def loss_config(self) -> LossConfig:
-        """Loss hyper-parameters (PPO clip thresholds)."""
-        return LossConfig(clip_low=self.clip_low, clip_high=self.clip_high)
+        """Loss hyper-parameters (clip thresholds, normalisation, KL penalty, TIS cap)."""
+        constant = self.norm_constant
+        if constant is None and self.normalisation is LossNormalisation.CONSTANT:
+            constant = float(self.games_per_batch * self.group_size * self.max_trajectory_tokens)
+        return LossConfig(
+            clip_low=self.clip_low,
+            clip_high=self.clip_high,
+            normalisation=self.normalisation,
+            norm_constant=constant,
+            kl_coef=self.kl_coef,
+            kl_estimator=self.kl_estimator,
+            tis_cap=self.tis_cap,
+        )
 
     def advantage_estimator(self, reward_fn: RewardFn | None = None) -> AdvantageEstimator:
         """The configured advantage estimator (step-level ones score turns with `reward_fn`,
@@ -375,7 +466,9 @@ class EvalConfig(CommonConfig):
 
     output: Path = Field(description="eval JSONL file to write (episodes and summaries)")
     policy: EvalPolicy = Field(
-        EvalPolicy.MODEL, description="who plays: the model, or the planner baseline"
+        EvalPolicy.MODEL,
+        description="who plays: the model, the planner baseline (alfworld) or the solver "
+        "baseline (pycode)",
     )
     model_path: str | None = Field(
         None, description="sampler checkpoint to evaluate (default: the base model)"

@@ -27,6 +27,7 @@ from pathlib import Path
 from agentrl.backends.base import AdamParams, LossConfig, LossName, TrainingBackend
 from agentrl.datums import Datum, trajectory_to_datum
 from agentrl.evaluation import EvalOutcome, evaluate, planner_player
+from agentrl.tools import CommandTool
 from agentrl.types import TrajectoryGroup
 
 __all__ = ["DEMO_SIZES", "DemoReport", "DemoSize", "run_demo", "warm_start"]
@@ -182,6 +183,8 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
     )
     tokenizer = recipe.tokenizer_for(config)
     protocol = recipe.tool_protocol_for(config)
+    if not isinstance(protocol, CommandTool):
+        raise ValueError("the demo plays ALFWorld; use --env alfworld")
     renderer = recipe.renderer_for(tokenizer, protocol)
     env_factory = recipe.env_factory_for(config)
     tasks = recipe.tasks_for(config, ["train"], size.train_games)

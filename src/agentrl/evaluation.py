@@ -302,6 +302,8 @@ def default_label(config: EvalConfig) -> str:
         return config.experiment_name
     if config.policy is EvalPolicy.PLANNER:
         return "planner"
+    if config.policy is EvalPolicy.SOLVER:
+        return "solver"
     if config.model_path is None:
         return "base"
     parts = [p for p in config.model_path.removesuffix(".json").split("/") if p]
@@ -321,7 +323,7 @@ async def evaluate(
     recipe.check_credentials(config)
     tasks = recipe.tasks_for(config, config.split.splits, config.limit_per_split, progress=progress)
     protocol = recipe.tool_protocol_for(config)
-    planner = config.policy is EvalPolicy.PLANNER
+    planner = config.policy in (EvalPolicy.PLANNER, EvalPolicy.SOLVER)
     tokenizer: Any
     if planner and config.tokenizer_path is None:
         from agentrl.tokenizer import build_qwen_tokenizer
@@ -334,8 +336,21 @@ async def evaluate(
         config, config.trajectories_per_game, config.sampling_params()
     )
     env_factory = recipe.env_factory_for(config)
-    if planner:
-        if config.env.value != "alfworld":
+    if config.policy is EvalPolicy.SOLVER:
+        from agentrl.envs.pycode.solver import solver_player
+        from agentrl.tools import FunctionTools
+
+        if config.env.value != "pycode" or not isinstance(protocol, FunctionTools):
+            raise ValueError("--policy solver plays pycode tasks only; use --env pycode")
+        play = solver_player(
+            env_factory=env_factory,
+            renderer=renderer,
+            protocol=protocol,
+            rollout=rollout,
+            reward_fn=config.reward_fn(),
+        )
+    elif planner:
+        if config.env.value != "alfworld" or not isinstance(protocol, CommandTool):
             raise ValueError("--policy planner plays ALFWorld games only; use --env alfworld")
         play = planner_player(
             env_factory=env_factory,

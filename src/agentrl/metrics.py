@@ -247,6 +247,9 @@ class UpdateMetrics(_Record):
     """Scalars reported by forward_backward and optim_step (e.g. grad norm)."""
     timings: Mapping[str, float] = field(default_factory=dict)
     """Seconds spent per phase (e.g. rollout, forward_backward, optim_step, save)."""
+    sampling: Mapping[str, float] = field(default_factory=dict)
+    """How the groups were obtained: staleness and stale groups (off-policy), replaced
+    degenerate groups (dynamic sampling), group wall times (stragglers); see agentrl.pipeline."""
 
 
 def _degenerate(group: TrajectoryGroup) -> bool:
@@ -264,6 +267,7 @@ def update_metrics(
     backend: Mapping[str, float] | None = None,
     timings: Mapping[str, float] | None = None,
     mismatch: LogprobMismatch | None = None,
+    sampling: Mapping[str, float] | None = None,
 ) -> UpdateMetrics:
     """Metrics of one update from its groups and (if computed) the estimator's advantages.
 
@@ -307,4 +311,5 @@ def update_metrics(
         logprob_diff_max=None if mismatch is None else mismatch.max_abs_diff,
         backend=dict(backend or {}),
         timings=dict(timings or {}),
+        sampling=dict(sampling or {}),
     )

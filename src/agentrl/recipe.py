@@ -31,13 +31,14 @@ from agentrl.config import (
 )
 from agentrl.env import EnvGroupFactory
 from agentrl.rollout import RolloutConfig
-from agentrl.tools import CommandTool
+from agentrl.tools import ToolProtocol
 from agentrl.types import TaskInfo
 
 if TYPE_CHECKING:
     from agentrl.backends.local import LocalBackend
 
 __all__ = [
+    "PYCODE_COUNTS",
     "TINY_MODEL",
     "TINY_MODEL_SEED",
     "TOY_SEEDS",
@@ -65,6 +66,9 @@ TOY_SEEDS = {"train": 0, "valid_seen": 10_000, "valid_unseen": 20_000}
 
 TOY_TRAIN_GAMES = 64
 TOY_EVAL_GAMES = 16
+
+PYCODE_COUNTS = {"train": 400, "valid_seen": 60, "valid_unseen": 60}
+"""Tasks per pycode split the command line plays (cut by `limit_per_split`)."""
 
 
 def tokenizer_for(config: CommonConfig) -> Any:
@@ -97,8 +101,12 @@ def tokenizer_for(config: CommonConfig) -> Any:
         ) from None
 
 
-def tool_protocol_for(config: CommonConfig) -> CommandTool:
+def tool_protocol_for(config: CommonConfig) -> ToolProtocol:
     """The environment's tool protocol (admissible actions listed per `show_admissible`)."""
+    if config.env is EnvName.PYCODE:
+        from agentrl.envs.pycode import pycode_tool_protocol
+
+        return pycode_tool_protocol()
     if config.env is EnvName.TOY:
         from agentrl.envs.toy import toy_tool_protocol
 
@@ -109,7 +117,7 @@ def tool_protocol_for(config: CommonConfig) -> CommandTool:
 
 
 def renderer_for(
-    tokenizer: Any, protocol: CommandTool, config: CommonConfig | None = None
+    tokenizer: Any, protocol: ToolProtocol, config: CommonConfig | None = None
 ) -> ChatRenderer:
     """The chat renderer for `tokenizer` and the protocol's tools, with the config's chat
     template, thinking mode, tool dialect and history-rewrite choice (default: all off)."""
@@ -134,6 +142,10 @@ def renderer_for(
 
 def env_factory_for(config: CommonConfig) -> EnvGroupFactory:
     """The `EnvGroupFactory` of the configured environment."""
+    if config.env is EnvName.PYCODE:
+        from agentrl.envs.pycode import pycode_group_factory
+
+        return pycode_group_factory()
     if config.env is EnvName.TOY:
         from agentrl.envs.toy import ToyEnvGroup
 
@@ -161,6 +173,18 @@ def tasks_for(
     ALFWorld games come from the data root (`--data-root`, `$ALFWORLD_DATA`, the alfworld
     cache); a missing root raises `AlfworldDataError` saying how to get or generate games.
     """
+    if config.env is EnvName.PYCODE:
+        from agentrl.envs.pycode import pycode_tasks
+
+        found: list[TaskInfo] = []
+        for split in splits:
+            if split not in PYCODE_COUNTS:
+                raise ValueError(
+                    f"unknown split {split!r}; expected one of {sorted(PYCODE_COUNTS)}"
+                )
+            count = PYCODE_COUNTS[split]
+            found.extend(pycode_tasks(split, min(count, limit_per_split or count)))
+        return found
     if config.env is EnvName.TOY:
         from agentrl.envs.toy import toy_tasks
 
@@ -206,7 +230,10 @@ def rollout_config_for(
 def check_credentials(config: CommonConfig) -> None:
     """Fail fast, before any heavy work, when a remote backend, SwanLab or W&B has no
     credentials."""
-    planner = isinstance(config, EvalConfig) and config.policy is EvalPolicy.PLANNER
+    planner = isinstance(config, EvalConfig) and config.policy in (
+        EvalPolicy.PLANNER,
+        EvalPolicy.SOLVER,
+    )
     if config.backend in (BackendName.PYTRIO, BackendName.TINKER) and not planner:
         from agentrl.backends.pytrio_sdk import sdk_for
 

@@ -27,11 +27,12 @@ from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer, ChatTemplateError
 from agentrl.env import EnvGroup, EnvGroupFactory
 from agentrl.rewards import RewardFn, WinMinusInvalid
-from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect
+from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
 from agentrl.types import (
     Completion,
     CompletionStop,
     CutReply,
+    EnvAction,
     EnvStep,
     Message,
     StepCounting,
@@ -131,10 +132,10 @@ class _Stepper:
 
     def __init__(self, group: EnvGroup) -> None:
         self._group = group
-        self._pending: dict[int, tuple[str, asyncio.Future[EnvStep]]] = {}
+        self._pending: dict[int, tuple[EnvAction, asyncio.Future[EnvStep]]] = {}
         self._task: asyncio.Task[None] | None = None
 
-    async def step(self, branch: int, action: str) -> EnvStep:
+    async def step(self, branch: int, action: EnvAction) -> EnvStep:
         future: asyncio.Future[EnvStep] = asyncio.get_running_loop().create_future()
         self._pending[branch] = (action, future)
         if self._task is None or self._task.done():
@@ -142,7 +143,7 @@ class _Stepper:
         return await future
 
     async def _drain(self) -> None:
-        batch: dict[int, tuple[str, asyncio.Future[EnvStep]]] = {}
+        batch: dict[int, tuple[EnvAction, asyncio.Future[EnvStep]]] = {}
         try:
             while self._pending:
                 batch, self._pending = self._pending, {}
@@ -243,9 +244,10 @@ async def _play_turn(
     cut = completion.stop_reason is CompletionStop.LENGTH
     parsed = parse_with_dialect(setup.protocol, renderer.dialect, text, truncated=cut)
     step: EnvStep | None = None
-    if parsed.action is not None:
+    action = parsed.env_action
+    if action is not None:
         try:
-            step = await stepper.step(branch.index, parsed.action)
+            step = await stepper.step(branch.index, action)
         except Exception as exc:
             step = EnvStep(observation="", error=f"{type(exc).__name__}: {exc}")
         branch.env_steps += 1
@@ -277,13 +279,13 @@ async def _play_turn(
             env_steps=branch.steps_used,
             max_env_steps=config.max_env_steps,
         )
-        message = setup.protocol.tool_message(result)
-        extended, fresh = _next_prompt(branch, completion, message, setup)
+        messages = tool_messages(setup.protocol, result)
+        extended, fresh = _next_prompt(branch, completion, messages, setup)
         if len(extended) >= config.max_trajectory_tokens:
             stop = StopReason.TOKEN_BUDGET
         else:
-            turn = replace(turn, tool_message=message)
-            branch.messages.append(message)
+            turn = replace(turn, tool_message=messages[0], more_tool_messages=messages[1:])
+            branch.messages.extend(messages)
             branch.prompt, branch.new_segment = extended, fresh
             if step is not None:
                 branch.current = step
@@ -292,17 +294,17 @@ async def _play_turn(
 
 
 def _next_prompt(
-    branch: _Branch, completion: Completion, message: Message, setup: _Setup
+    branch: _Branch, completion: Completion, messages: Sequence[Message], setup: _Setup
 ) -> tuple[list[int], bool]:
     """The next prompt and whether it starts a new segment: the extension of the last prompt,
     or a fresh render of the conversation where the template cannot be extended."""
     renderer = setup.renderer
     if not renderer.segments:
         try:
-            return renderer.extend(branch.prompt, completion.tokens, message), False
+            return renderer.extend(branch.prompt, completion.tokens, messages), False
         except ChatTemplateError as exc:
             log.warning("cannot extend the prompt (%s); starting a new segment", exc)
-    return renderer.segment_prompt([*branch.messages, message], setup.protocol.tools), True
+    return renderer.segment_prompt([*branch.messages, *messages], setup.protocol.tools), True
 
 
 async def _run_branch(

@@ -21,7 +21,8 @@ one and continues with the next update. Ctrl-C (task cancellation) lets a starte
 step finish, saves a checkpoint of the last completed update, and re-raises.
 
 The trainer talks to the model only through `TrainingBackend` / `Sampler` and to the world only
-through an `EnvGroupFactory`.
+through an `EnvGroupFactory`. Where an update's groups come from (off-policy pipelining with
+`max_steps_off_policy = k`, dynamic sampling, straggler timings) is `agentrl.pipeline`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agentrl.advantages import AdvantageEstimator, check_finite
-from agentrl.backends.base import ForwardBackwardResult, TrainingBackend
+from agentrl.backends.base import ForwardBackwardResult, Sampler, TrainingBackend
 from agentrl.chat import ChatRenderer
 from agentrl.checkpoints import (
     CHECKPOINTS_DIR,
@@ -48,10 +49,11 @@ from agentrl.checkpoints import (
     check_run_dir,
     latest_checkpoint,
 )
-from agentrl.config import TrainConfig
+from agentrl.config import StalePolicy, TrainConfig
 from agentrl.datums import Datum, build_datums
 from agentrl.env import EnvGroupFactory
 from agentrl.metrics import UpdateMetrics, update_metrics
+from agentrl.pipeline import GroupSource, Rollout, extra_batch
 from agentrl.recipe import rollout_config_for
 from agentrl.records import TrajectoryRecord, append_records
 from agentrl.reporting.sinks import MetricSink, make_sinks
@@ -146,6 +148,17 @@ class Trainer:
         """The last completed update."""
         self.last_saved: CheckpointInfo | None = None
         self._pending: UpdateMetrics | None = None
+        self.source = GroupSource(
+            rollout=self.rollout_games,
+            sampler=self.backend.sampler,
+            games=lambda n: task_batch(self.tasks, config.games_per_batch, config.seed, n - 1),
+            extra_games=lambda n, count: extra_batch(self.tasks, count, config.seed, n),
+            estimator=self.estimator,
+            max_steps_off_policy=config.max_steps_off_policy,
+            resample_stale=config.stale_groups is StalePolicy.RESAMPLE,
+            dynamic_budget=config.dynamic_sampling_budget,
+            last_update=config.max_steps,
+        )
 
     # -- one update ------------------------------------------------------------------------
 
@@ -153,18 +166,28 @@ class Trainer:
         """Roll out the games of update `number` with the latest weights."""
         sampler = await self.backend.sampler()
         tasks = task_batch(self.tasks, self.config.games_per_batch, self.config.seed, number - 1)
+        rolled = await self.rollout_games(tasks, sampler, self.completed, f"update {number}")
+        return list(rolled.groups)
+
+    async def rollout_games(
+        self, tasks: Sequence[TaskInfo], sampler: Sampler, version: int, label: str
+    ) -> Rollout:
+        """Play `tasks` with `sampler` (taken after `version` updates), timing each group."""
         bar = None
         if self.progress:
             from tqdm.auto import tqdm  # type: ignore[import-untyped]
 
-            bar = tqdm(total=len(tasks), desc=f"update {number} rollout", unit="game", leave=False)
+            bar = tqdm(total=len(tasks), desc=f"{label} rollout", unit="game", leave=False)
+        started = time.perf_counter()
+        seconds: list[float] = []
 
         def tick(_: TrajectoryGroup) -> None:
+            seconds.append(time.perf_counter() - started)
             if bar is not None:
                 bar.update(1)
 
         try:
-            return await rollout_batch(
+            groups = await rollout_batch(
                 tasks,
                 env_factory=self.env_factory,
                 sampler=sampler,
@@ -175,6 +198,7 @@ class Trainer:
                 max_concurrent_groups=self.config.max_concurrent_games or len(tasks),
                 on_group=tick,
             )
+            return Rollout(tuple(groups), version, tuple(seconds))
         finally:
             if bar is not None:
                 bar.close()
@@ -195,7 +219,8 @@ class Trainer:
         """Run update `number`; a cancellation during its optimizer step lets the step finish."""
         timings: dict[str, float] = {}
         started = clock = time.perf_counter()
-        groups = await self.rollout_update(number)
+        taken = await self.source.take(number, self.completed)
+        groups = list(taken.groups)
         timings["rollout"] = time.perf_counter() - clock
         clock = time.perf_counter()
         advantages = self.estimator.estimate(groups)
@@ -226,6 +251,7 @@ class Trainer:
             backend=scalars,
             timings=timings,
             mismatch=None if result is None else result.mismatch,
+            sampling=taken.counters,
         )
         self._finish(number, groups, metrics)
         if cancelled:
@@ -351,6 +377,7 @@ class Trainer:
             await self._save_on_interrupt(saved, done)
             raise
         finally:
+            await self.source.close()
             if bar is not None:
                 bar.close()
             if self._own_sinks and self._sinks is not None:

@@ -39,6 +39,7 @@ from agentrl.backends.pytrio_convert import (
     MaskMode,
     RemoteLimits,
     check_datums_fit,
+    check_remote_loss,
     completion_from_sequence,
     loss_fn_config,
     to_sdk_adam,
@@ -308,6 +309,7 @@ class PyTrioBackend:
         loss = LossName(loss)
         if not datums:
             raise ValueError("forward_backward got no datums")
+        check_remote_loss(loss, config, self.sdk.loss_names(), self.sdk.name.value)
         check_datums_fit(datums, self.limits, self.base_model)
         types = self.sdk.types
         data = [to_sdk_datum(types, d, loss, self.mask_mode) for d in datums]

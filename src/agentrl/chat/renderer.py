@@ -238,13 +238,15 @@ class ChatRenderer:
         typically the stop token)."""
         return _missing(completion, self.closing_tokens)
 
-    def tool_message_tokens(self, message: Message) -> list[int]:
-        """Tokens the template puts after a closed assistant turn for `message`, up to and
-        including the next generation prompt. Derived from the fixed probe conversation."""
+    def tool_message_tokens(self, message: Message | Sequence[Message]) -> list[int]:
+        """Tokens the template puts after a closed assistant turn for `message` (or several
+        tool messages, one per call, in order), up to and including the next generation
+        prompt. Derived from the fixed probe conversation."""
         if self.segments:
             raise ChatTemplateError("this template cannot be extended; use segment_prompt")
+        messages = [message] if isinstance(message, Message) else list(message)
         full = self.render_text(
-            [*self._context, self._assistant, message_to_dict(message)],
+            [*self._context, self._assistant, *(message_to_dict(m) for m in messages)],
             add_generation_prompt=True,
         )
         if full.startswith(self._probe_text):
@@ -253,7 +255,8 @@ class ChatRenderer:
             if self.extension is ExtensionMode.EXTENDS:
                 raise HistoryRewriteError(
                     "the chat template renders the earlier assistant turn differently once a "
-                    f"{message.role} message follows ({_first_difference(self._probe_text, full)})"
+                    f"{messages[0].role} message follows "
+                    f"({_first_difference(self._probe_text, full)})"
                     "; pass allow_history_rewrite=True to keep the sampled tokens anyway"
                 )
             marker = self._reply + self.closing_text
@@ -274,7 +277,10 @@ class ChatRenderer:
         return delta
 
     def extend(
-        self, prompt_tokens: Sequence[int], completion_tokens: Sequence[int], tool_message: Message
+        self,
+        prompt_tokens: Sequence[int],
+        completion_tokens: Sequence[int],
+        tool_message: Message | Sequence[Message],
     ) -> list[int]:
         """`prompt + completion + missing closing tokens + tool-message tokens` (a completion
         that ended on the first tokens of what follows, e.g. GLM's `<|observation|>`, is not

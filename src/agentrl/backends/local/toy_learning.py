@@ -99,8 +99,13 @@ async def run_toy_learning(
     tokenizer: Any,
     estimator: AdvantageEstimator | None = None,
     on_update: Callable[[int, BatchSummary], None] | None = None,
+    loss: LossName = LossName.PPO,
+    loss_config: LossConfig | None = None,
+    steps_per_batch: int = 1,
 ) -> ToyLearningResult:
-    """Warm start, evaluate on held-out games, train `setup.updates` updates, evaluate again."""
+    """Warm start, evaluate on held-out games, train `setup.updates` updates, evaluate again
+    (RL updates with `loss` / `loss_config`, default PPO with clip 0.8 / 1.2; each batch takes
+    `steps_per_batch` optimizer steps, so from the second on the batch is off-policy)."""
     protocol = PlainCommands()
     renderer = ChatRenderer(tokenizer)
     estimator = estimator or GroupMean()
@@ -152,8 +157,8 @@ async def run_toy_learning(
         if on_update is not None:
             on_update(update, summary)
         datums = build_datums(groups, advantages)
-        if datums:
-            await backend.forward_backward(datums, LossName.PPO, LossConfig(0.8, 1.2))
+        for _ in range(steps_per_batch if datums else 0):
+            await backend.forward_backward(datums, loss, loss_config or LossConfig(0.8, 1.2))
             await backend.optim_step(adam)
     after = BatchSummary.of(await rollouts(sampler, held_out, evaluation))
     return ToyLearningResult(before=before, after=after, history=tuple(history))

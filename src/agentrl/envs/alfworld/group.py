@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrl.env import EnvGroupFactory
+from agentrl.env import EnvGroupFactory, command_of
 from agentrl.envs.alfworld.engine import ENGINES, EngineStep
 from agentrl.envs.alfworld.workers import BranchReport, GroupWorker, WorkerFailure
-from agentrl.types import EnvStep, TaskInfo
+from agentrl.types import EnvAction, EnvStep, TaskInfo
 
 __all__ = [
     "AlfworldEnvGroup",
@@ -181,7 +181,7 @@ class AlfworldEnvGroup:
         self._steps = [_error_step(message)] * self._size
         return list(self._steps)
 
-    async def step(self, actions: Sequence[str | None]) -> list[EnvStep]:
+    async def step(self, actions: Sequence[EnvAction | None]) -> list[EnvStep]:
         """Advance each live branch whose action is not None; return all K current steps."""
         self._check_open()
         if not self._steps:
@@ -189,7 +189,7 @@ class AlfworldEnvGroup:
         if len(actions) != self._size:
             raise ValueError(f"expected {self._size} actions, got {len(actions)}")
         calls: list[tuple[int, str | None]] = [
-            (i, normalize_action(action))
+            (i, normalize_action(command_of(action)))
             for i, action in enumerate(actions)
             if action is not None and not self._steps[i].finished
         ]
