@@ -123,4 +123,11 @@ async def test_lora_from_the_trainer_changes_the_samples(setup: dict[str, Any]) 
     assert after.tokens != before.tokens
     diff = np.abs(np.asarray(after.logprobs) - _torch_logprobs(local, prompt, after.tokens))
     assert diff.max() < LOGPROB_TOLERANCE, diff.max()
-    assert await backend.sampler() is sampler and backend.exports == 2  # no change, no export
+    again = await backend.sampler()  # no change, no export
+    assert again.lora_request is sampler.lora_request and backend.exports == 2
+    # a sampler taken before an update keeps its adapter (a rollout never mixes versions)
+    local.engine.bump_version()
+    newer = await backend.sampler()
+    assert newer.lora_request.lora_int_id != sampler.lora_request.lora_int_id
+    (pinned,) = await sampler.sample(prompt, 1, greedy)
+    assert pinned.tokens == after.tokens

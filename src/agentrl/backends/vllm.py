@@ -37,7 +37,20 @@ from agentrl.backends.base import (
 from agentrl.datums import Datum
 from agentrl.types import Completion, CompletionStop
 
-__all__ = ["VLLM_LORA_RANKS", "VllmBackend", "VllmOptions", "VllmSampler", "vllm_lora_rank"]
+__all__ = [
+    "VLLM_LORA_RANKS",
+    "AdapterSampler",
+    "VllmBackend",
+    "VllmOptions",
+    "VllmSampler",
+    "vllm_lora_rank",
+]
+
+CURRENT: Any = object()
+"""`VllmSampler.sample(lora_request=CURRENT)`: the adapter set last with `use_lora`."""
+
+KEEP_ADAPTERS = 4
+"""Adapter folders `VllmBackend` keeps (rollouts sampled a few updates ahead still use old ones)."""
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The values vLLM accepts for `max_lora_rank`."""
@@ -146,9 +159,17 @@ class VllmSampler:
         )
 
     async def sample(
-        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
+        self,
+        prompt_tokens: Sequence[int],
+        num_samples: int,
+        params: SamplingParams,
+        *,
+        lora_request: Any = CURRENT,
     ) -> list[Completion]:
-        """`num_samples` completions of `prompt_tokens`, each with the logprob of every token."""
+        """`num_samples` completions of `prompt_tokens`, each with the logprob of every token
+        (with the adapter `use_lora` set last, unless `lora_request` names one)."""
+        if lora_request is CURRENT:
+            lora_request = self.lora_request
         if self._closed:
             raise RuntimeError("VllmSampler is closed")
         if num_samples < 1:
@@ -162,7 +183,7 @@ class VllmSampler:
             TokensPrompt(prompt_token_ids=prompt),
             request,
             request_id=uuid.uuid4().hex,
-            lora_request=self.lora_request,
+            lora_request=lora_request,
         ):
             final = output
         if final is None or not final.finished:
@@ -198,12 +219,30 @@ def _completion(out: Any, prefill: int) -> Completion:
     return Completion(tokens, logprobs, stop, prefill_tokens=prefill)
 
 
+class AdapterSampler:
+    """A `Sampler` over a `VllmSampler` pinned to one adapter version: a rollout taken before
+    an update keeps sampling with the weights it started with, whatever is exported later."""
+
+    def __init__(self, vllm: VllmSampler, lora_request: Any) -> None:
+        self.vllm = vllm
+        self.lora_request = lora_request
+
+    async def sample(
+        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
+    ) -> list[Completion]:
+        """`num_samples` completions with this sampler's adapter."""
+        return await self.vllm.sample(
+            prompt_tokens, num_samples, params, lora_request=self.lora_request
+        )
+
+
 class VllmBackend:
     """The local torch backend for training, vLLM for sampling; the adapter follows training.
 
     `sampler()` (called by the trainer before every rollout) saves the LoRA adapter when the
-    trainer's weights changed since the last export (`ModelEngine.version`) and points the
-    sampler at it under a new LoRA request id. Checkpoints and resume are the local backend's.
+    trainer's weights changed since the last export (`ModelEngine.version`), registers it
+    under a new LoRA request id and returns a sampler pinned to it. Checkpoints and resume are
+    the local backend's.
     """
 
     def __init__(self, local: Any, sampler: VllmSampler, adapter_dir: str | Path) -> None:
@@ -221,8 +260,8 @@ class VllmBackend:
         """The trainer's `ModelEngine`."""
         return self.local.engine
 
-    async def sampler(self) -> VllmSampler:
-        """The vLLM sampler, serving the trainer's current LoRA weights."""
+    async def sampler(self) -> AdapterSampler:
+        """A sampler of the trainer's current LoRA weights (pinned to this version)."""
         version = self.local.engine.version
         if self._exported != version:
             folder = self.adapter_dir / f"v{version:05d}-{uuid.uuid4().hex[:6]}"
@@ -231,10 +270,10 @@ class VllmBackend:
             self._exported = version
             self.exports += 1
             self._folders.append(folder)
-            for old in self._folders[:-2]:  # keep the served one and the one before it
+            for old in self._folders[:-KEEP_ADAPTERS]:
                 shutil.rmtree(old, ignore_errors=True)
-            self._folders = self._folders[-2:]
-        return self.vllm
+            self._folders = self._folders[-KEEP_ADAPTERS:]
+        return AdapterSampler(self.vllm, self.vllm.lora_request)
 
     def _export(self, folder: Path) -> None:
         with self.local.engine.lock:
