@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TextIO, TypeAlias
 
 from agentrl._optional import MissingExtraError
 from agentrl.cli_args import ConfigArgumentError, add_config_arguments, config_from_args
-from agentrl.config import EvalConfig, SwanLabMode, TrainConfig
+from agentrl.config import EvalConfig, TrainConfig
 from agentrl.interrupts import run_until_signal
 
 __all__ = ["build_parser", "main"]
@@ -141,20 +141,18 @@ def _add_train(subparsers: Subparsers) -> None:
 
 async def _eval(config: EvalConfig) -> int:
     from agentrl.evaluation import evaluate
-    from agentrl.reporting.sinks import MultiSink, format_table
+    from agentrl.reporting.sinks import MultiSink, format_table, tracker_sinks
 
-    sinks = None
-    if config.swanlab_mode is not SwanLabMode.DISABLED:
-        from agentrl.reporting.swanlab import SwanLabSink
-
-        swanlab = SwanLabSink(
-            mode=config.swanlab_mode,
-            project=config.swanlab_project,
-            experiment_name=config.experiment_name or config.output.stem,
-            log_dir=config.output.parent / "swanlab",
-            config=config.model_dump(mode="json"),
-        )
-        sinks = MultiSink([swanlab])
+    trackers = tracker_sinks(
+        config.output.parent,
+        experiment_name=config.experiment_name or config.output.stem,
+        swanlab_mode=config.swanlab_mode,
+        swanlab_project=config.swanlab_project,
+        wandb_mode=config.wandb_mode,
+        wandb_project=config.wandb_project,
+        config=config.model_dump(mode="json"),
+    )
+    sinks = MultiSink(trackers) if trackers else None
     try:
         outcome = await evaluate(config, sinks=sinks)
     except (asyncio.CancelledError, KeyboardInterrupt):

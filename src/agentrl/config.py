@@ -31,6 +31,7 @@ from agentrl.types import CutReply, StepCounting
 
 __all__ = [
     "BackendName",
+    "BehaviourLogprobs",
     "CommonConfig",
     "EnvEngine",
     "EnvName",
@@ -39,9 +40,11 @@ __all__ = [
     "EvalPolicy",
     "EvalSplit",
     "RewardName",
+    "SamplerName",
     "StalePolicy",
     "SwanLabMode",
     "TrainConfig",
+    "WandbMode",
 ]
 
 
@@ -82,6 +85,32 @@ class SwanLabMode(StrEnum):
     OFFLINE = "offline"
     LOCAL = "local"
     DISABLED = "disabled"
+
+
+class WandbMode(StrEnum):
+    """Weights & Biases tracking modes (`disabled` logs nothing to W&B; JSONL is always written)."""
+
+    ONLINE = "online"
+    OFFLINE = "offline"
+    DISABLED = "disabled"
+
+
+class SamplerName(StrEnum):
+    """Who samples on the local backend (training is always torch + peft)."""
+
+    BUILTIN = "builtin"
+    """The local backend's own transformers loop with KV-cache reuse."""
+    VLLM = "vllm"
+    """vLLM's async engine (prefix caching, LoRA per request; `pip install 'agentrl[vllm]'`)."""
+
+
+class BehaviourLogprobs(StrEnum):
+    """Which logprobs of the sampled tokens the PPO ratio divides by."""
+
+    SAMPLER = "sampler"
+    """The sampler's own logprobs (the recipe)."""
+    TRAINER = "trainer"
+    """The trainer's recomputed logprobs of the same weights before the update."""
 
 
 class StalePolicy(StrEnum):
@@ -218,7 +247,20 @@ class CommonConfig(BaseModel):
         64, ge=1, description="pytrio/tinker: sampling requests in flight at once"
     )
     experiment_name: str | None = Field(
-        None, description="run name in SwanLab and logs (default: derived from the output path)"
+        None,
+        description="run name in SwanLab, W&B and logs (default: derived from the output path)",
+    )
+    # -- W&B and the vLLM sampler (issue 16) --
+    wandb_mode: WandbMode = Field(
+        WandbMode.DISABLED, description="Weights & Biases tracking: online, offline or disabled"
+    )
+    wandb_project: str = Field("agentrl", min_length=1, description="W&B project name")
+    sampler: SamplerName = Field(
+        SamplerName.BUILTIN,
+        description="local backend: who samples: builtin (transformers loop) or vllm",
+    )
+    vllm_gpu_memory_utilization: float = Field(
+        0.5, gt=0.0, le=1.0, description="vllm sampler: fraction of GPU memory vLLM may take"
     )
 
     @field_validator("chat_template")
@@ -362,6 +404,11 @@ class TrainConfig(CommonConfig):
         description="pytrio/tinker: how masked tokens reach the loss: zero_advantage (every "
         "token in the denominator; the recipe, tuned with lr 1e-6) or ignore_index (-100 "
         "targets: only assistant tokens count; pytrio only)",
+    )
+    behaviour_logprobs: BehaviourLogprobs = Field(
+        BehaviourLogprobs.SAMPLER,
+        description="PPO behaviour logprobs: sampler (as sampled) or trainer (recomputed by "
+        "the training forward pass before the update)",
     )
     remote_recovery: bool = Field(
         True,

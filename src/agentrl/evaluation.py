@@ -71,7 +71,7 @@ PlayFn = Callable[[TaskInfo], Awaitable[TrajectoryGroup]]
 """Plays one game and returns its trajectories (one per sample)."""
 
 RESUME_IGNORED = frozenset(
-    {"resume", "overwrite_output", "retry_errors", "games_per_batch", "swanlab_mode"}
+    {"resume", "overwrite_output", "retry_errors", "games_per_batch", "swanlab_mode", "wandb_mode"}
 )
 """Settings that may differ between an interrupted evaluation and its `--resume`."""
 

@@ -18,12 +18,15 @@ from agentrl.chat import ChatRenderer
 from agentrl.checkpoints import resolve_model_path
 from agentrl.config import (
     BackendName,
+    BehaviourLogprobs,
     CommonConfig,
     EnvName,
     EvalConfig,
     EvalPolicy,
+    SamplerName,
     SwanLabMode,
     TrainConfig,
+    WandbMode,
 )
 from agentrl.env import EnvGroupFactory
 from agentrl.rollout import RolloutConfig
@@ -226,7 +229,8 @@ def rollout_config_for(
 
 
 def check_credentials(config: CommonConfig) -> None:
-    """Fail fast, before any heavy work, when a remote backend or SwanLab has no credentials."""
+    """Fail fast, before any heavy work, when a remote backend, SwanLab or W&B has no
+    credentials."""
     planner = isinstance(config, EvalConfig) and config.policy in (
         EvalPolicy.PLANNER,
         EvalPolicy.SOLVER,
@@ -243,6 +247,14 @@ def check_credentials(config: CommonConfig) -> None:
                 "--swanlab-mode online needs SwanLab credentials: run `swanlab login` or set "
                 "SWANLAB_API_KEY (or use --swanlab-mode offline / local / disabled)"
             )
+    if config.wandb_mode is WandbMode.ONLINE:
+        from agentrl.reporting.wandb import has_credentials as wandb_credentials
+
+        if not wandb_credentials():
+            raise PermissionError(
+                "--wandb-mode online needs W&B credentials: run `wandb login` or set "
+                "WANDB_API_KEY (or use --wandb-mode offline / disabled)"
+            )
 
 
 def local_backend_for(
@@ -251,8 +263,13 @@ def local_backend_for(
     checkpoint_dir: Path,
     lora_rank: int,
     lora_alpha: float | None = None,
+    *,
+    save_base_to: Path | None = None,
 ) -> LocalBackend:
-    """The local torch backend: the `tiny` random model, or a model from a path or HF cache."""
+    """The local torch backend: the `tiny` random model, or a model from a path or HF cache.
+
+    `save_base_to`: also write the `tiny` model's base weights and tokenizer there (what vLLM
+    loads); with `--sampler vllm` the tiny model has head_dim 32 (vLLM's CPU minimum)."""
     from agentrl.backends.local import LocalBackend, LoraSpec
 
     lora = LoraSpec(rank=lora_rank) if lora_alpha is None else LoraSpec(lora_rank, lora_alpha)
@@ -260,8 +277,12 @@ def local_backend_for(
         from agentrl.backends.local.model import qwen3_config, random_causal_lm, select_device
 
         device = select_device(config.device)
-        model_config = qwen3_config("tiny", vocab_size=len(tokenizer))  # type: ignore[arg-type]
+        shape = {"head_dim": 32} if config.sampler is SamplerName.VLLM else {}
+        model_config = qwen3_config("tiny", vocab_size=len(tokenizer), **shape)  # type: ignore[arg-type]
         model = random_causal_lm(model_config, seed=TINY_MODEL_SEED, device=device)
+        if save_base_to is not None:
+            model.save_pretrained(str(save_base_to))
+            tokenizer.save_pretrained(str(save_base_to))
         return LocalBackend(
             model,
             lora=lora,
@@ -284,8 +305,11 @@ async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingB
     """The configured training backend: a fresh LoRA run on the base model, or, for a remote
     service with `--resume` and a checkpoint in the run folder, ONE run restored from it."""
     if config.backend is BackendName.LOCAL:
-        return local_backend_for(
-            config, tokenizer, config.run_dir / "checkpoints", config.lora_rank
+        return _local_training_backend(config, tokenizer)
+    if config.sampler is SamplerName.VLLM or config.behaviour_logprobs is BehaviourLogprobs.TRAINER:
+        raise ValueError(
+            "--sampler vllm and --behaviour-logprobs trainer need --backend local "
+            f"(got --backend {config.backend.value})"
         )
     from agentrl.backends.pytrio import PyTrioBackend
     from agentrl.backends.pytrio_sdk import RECOVERY_TTL_SECONDS
@@ -304,6 +328,52 @@ async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingB
     return await PyTrioBackend.create(
         config.base_model, rank=config.lora_rank, seed=config.seed, **remote
     )
+
+
+def _local_training_backend(config: TrainConfig, tokenizer: Any) -> TrainingBackend:
+    """The local backend, with the vLLM sampler and trainer behaviour logprobs if asked."""
+    backend: TrainingBackend
+    checkpoints = config.run_dir / "checkpoints"
+    if config.sampler is SamplerName.VLLM:
+        from agentrl.backends.vllm import VllmBackend
+
+        base = config.run_dir / "vllm" / "base"
+        local = local_backend_for(
+            config, tokenizer, checkpoints, config.lora_rank, save_base_to=base
+        )
+        model = base if config.base_model == TINY_MODEL else config.base_model
+        vllm = _start_vllm(config, model, dtype=str(local.engine.dtype).removeprefix("torch."))
+        backend = VllmBackend(local, vllm, adapter_dir=config.run_dir / "vllm" / "adapters")
+    else:
+        local = local_backend_for(config, tokenizer, checkpoints, config.lora_rank)
+        backend = local
+    if config.behaviour_logprobs is BehaviourLogprobs.TRAINER:
+        from agentrl.backends.local.behaviour import TrainerBehaviour
+
+        backend = TrainerBehaviour(backend, local.engine)
+    return backend
+
+
+def _start_vllm(
+    config: CommonConfig, model: str | Path, lora_rank: int | None = None, dtype: str = ""
+) -> Any:
+    """A `VllmSampler` on `model` sized for the config's trajectories and LoRA rank, in the
+    trainer's dtype (default: float32 on CPU, the checkpoint's on CUDA; vLLM's "auto" would
+    downcast a float32 checkpoint to bfloat16 on CPU)."""
+    from agentrl.backends.local.model import select_device
+    from agentrl.backends.vllm import VllmOptions, VllmSampler
+
+    rank = lora_rank if lora_rank is not None else getattr(config, "lora_rank", 8)
+    if not dtype:
+        dtype = "float32" if select_device(config.device).type == "cpu" else "auto"
+    options = VllmOptions(
+        dtype=dtype,
+        max_model_len=config.max_trajectory_tokens + config.max_assistant_tokens,
+        gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        max_lora_rank=rank,
+        seed=config.seed,
+    )
+    return VllmSampler.start(model, options)
 
 
 async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
@@ -328,11 +398,22 @@ async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
                 )
             settings = check_adapter_dir(Path(sampler_path))  # CheckpointError naming a file
             rank, alpha = settings.rank, settings.alpha
+        if config.sampler is SamplerName.VLLM:  # vLLM serves the base model + the adapter
+            model: str | Path = config.base_model
+            if config.base_model == TINY_MODEL:
+                model = config.output.parent / "vllm-base"
+                local_backend_for(config, tokenizer, model, rank, alpha, save_base_to=model)
+            vllm = _start_vllm(config, model, rank)
+            if sampler_path is not None:
+                vllm.use_lora(sampler_path)
+            return vllm  # type: ignore[no-any-return]
         # Nothing is saved by an evaluation: the checkpoint folder is never created.
         backend = local_backend_for(config, tokenizer, config.output.parent, rank, alpha)
         if sampler_path is not None:
             await backend.load_sampler_weights(sampler_path)
         return await backend.sampler()
+    if config.sampler is SamplerName.VLLM:
+        raise ValueError(f"--sampler vllm needs --backend local (got {config.backend.value})")
     from agentrl.backends.pytrio import RemoteSampler
     from agentrl.backends.pytrio_sdk import sdk_for
 

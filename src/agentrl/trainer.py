@@ -373,6 +373,8 @@ class Trainer:
                 self.run_dir / METRICS_FILE,
                 swanlab_mode=config.swanlab_mode,
                 swanlab_project=config.swanlab_project,
+                wandb_mode=config.wandb_mode,
+                wandb_project=config.wandb_project,
                 experiment_name=config.experiment_name or self.run_dir.name,
                 config=config.model_dump(mode="json"),
                 console=self.progress,
