@@ -188,11 +188,11 @@ def speed(args: argparse.Namespace, tokenizer: object) -> None:
         f"{args.repeats} repeats (min / median); load before {load[0]:.2f}, after "
         f"{os.getloadavg()[0]:.2f}"
     )
-    print(f"{'metric':<24}{'shipped':>18}{'new':>18}")
+    print(f"{'metric':<24}{'shipped':>20}{'new':>20}")
     for key in rows["new"][0]:
         shipped = [r[key] for r in rows["shipped"]]
         new = [r[key] for r in rows["new"]]
-        print(f"{key:<24}{_spread(shipped):>18}{_spread(new):>18}")
+        print(f"{key:<24}{_spread(shipped):>20}  {_spread(new):>20}")
     ratio = [
         n["steady_turns_per_s"] / s["steady_turns_per_s"]
         for s, n in zip(rows["shipped"], rows["new"], strict=True)

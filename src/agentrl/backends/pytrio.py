@@ -32,7 +32,6 @@ from agentrl.backends.base import (
     ForwardBackwardResult,
     LossConfig,
     LossName,
-    SamplingParams,
 )
 from agentrl.backends.errors import CheckpointError
 from agentrl.backends.mismatch import LogprobMismatch, datum_mismatch
@@ -41,12 +40,11 @@ from agentrl.backends.pytrio_convert import (
     RemoteLimits,
     check_datums_fit,
     check_remote_loss,
-    completion_from_sequence,
     loss_fn_config,
     to_sdk_adam,
     to_sdk_datum,
-    to_sdk_sampling_params,
 )
+from agentrl.backends.pytrio_sampler import RemoteSampler, check_in_flight
 from agentrl.backends.pytrio_sdk import (
     RECOVERY_TTL_SECONDS,
     MissingApiKeyError,
@@ -56,76 +54,10 @@ from agentrl.backends.pytrio_sdk import (
     sdk_for,
 )
 from agentrl.datums import Datum
-from agentrl.types import Completion
 
 __all__ = ["MaskMode", "MissingApiKeyError", "PyTrioBackend", "RemoteSampler", "SdkName"]
 
 log = logging.getLogger(__name__)
-
-
-class RemoteSampler:
-    """`Sampler` over an SDK sampling client, with a bound on requests in flight."""
-
-    def __init__(
-        self,
-        client: Any,
-        *,
-        sdk: PyTrioSdk | None = None,
-        max_in_flight: int = 64,
-        limits: RemoteLimits | None = None,
-        service: Any = None,
-    ) -> None:
-        _check_in_flight(max_in_flight)
-        self.client = client
-        self.service = service
-        """The service client this sampler owns (closed by `close`), if any."""
-        self.sdk = sdk or PyTrioSdk()
-        self.limits = limits or RemoteLimits()
-        self.max_in_flight = max_in_flight
-        self._semaphore: asyncio.Semaphore | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.prompt_tokens = 0
-        """Prompt tokens sent (each request counts its prompt once)."""
-
-    def _gate(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        if self._semaphore is None or self._loop is not loop:
-            self._semaphore, self._loop = asyncio.Semaphore(self.max_in_flight), loop
-        return self._semaphore
-
-    async def sample(
-        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
-    ) -> list[Completion]:
-        """`num_samples` completions with per-token logprobs."""
-        prompt = [int(t) for t in prompt_tokens]
-        if not prompt:
-            raise ValueError("prompt_tokens is empty")
-        limit = self.limits.max_sample_len
-        if limit is not None and len(prompt) + params.max_tokens > limit:
-            raise ValueError(
-                f"prompt of {len(prompt)} tokens + max_tokens {params.max_tokens} exceeds the "
-                f"service's sampling limit of {limit} tokens"
-            )
-        types = self.sdk.types
-        model_input = types.ModelInput.from_ints(prompt)
-        sdk_params = to_sdk_sampling_params(types, params)
-        async with self._gate():
-            response = await self.sdk.sample(self.client, model_input, num_samples, sdk_params)
-        self.prompt_tokens += len(prompt)
-        prefill = _billed_prefill(response, len(prompt))
-        completions = [
-            completion_from_sequence(seq, prefill if k == 0 else 0)
-            for k, seq in enumerate(response.sequences)
-        ]
-        if len(completions) != num_samples:
-            raise ValueError(f"asked the service for {num_samples} samples, got {len(completions)}")
-        return completions
-
-    async def close(self) -> None:
-        """Finish the session of the service client this sampler owns (if it owns one)."""
-        if self.service is not None:
-            await self.sdk.close(self.service)
-            self.service = None
 
 
 class PyTrioBackend:
@@ -213,7 +145,7 @@ class PyTrioBackend:
         """Connect and start a new LoRA training run on `base_model` (pytrio: rank in [4, 64])."""
         dialect = sdk_for(sdk)
         dialect.check_rank(rank)
-        _check_in_flight(max_in_flight)
+        check_in_flight(max_in_flight)
         if service is None:  # else: an existing service client (e.g. shared in a notebook)
             service = await asyncio.to_thread(dialect.connect, api_key, max_in_flight)
         limits = await dialect.limits(service, base_model)
@@ -255,7 +187,7 @@ class PyTrioBackend:
         """ONE new training run restored (weights + optimizer) from a `save` state path; a
         later `load()` of the same checkpoint does not start another run."""
         dialect = sdk_for(sdk)
-        _check_in_flight(max_in_flight)
+        check_in_flight(max_in_flight)
         if service is None:  # else: an existing service client (e.g. shared in a notebook)
             service = await asyncio.to_thread(dialect.connect, api_key, max_in_flight)
         limits = await dialect.limits(service, base_model)
@@ -418,11 +350,6 @@ async def _restore(sdk: PyTrioSdk, service: Any, state_path: str) -> Any:
         ) from exc
 
 
-def _check_in_flight(max_in_flight: int) -> None:
-    if max_in_flight < 1:
-        raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
-
-
 def _mismatch(datums: Sequence[Datum], output: Any) -> LogprobMismatch | None:
     """Sampler-vs-trainer agreement from `loss_fn_outputs[i]["logprobs"]` (None if absent)."""
     outputs = getattr(output, "loss_fn_outputs", None)
@@ -435,15 +362,6 @@ def _mismatch(datums: Sequence[Datum], output: Any) -> LogprobMismatch | None:
             return None
         values.append(np.asarray(logprobs.to_numpy(), dtype=np.float64))
     return datum_mismatch(datums, values)
-
-
-def _billed_prefill(response: Any, prompt_length: int) -> int:
-    """Prompt tokens the service computed for one request (shared by its samples)."""
-    hits = getattr(response, "prompt_cache_hit_tokens", None)  # tinker
-    if isinstance(hits, int):
-        return max(prompt_length - hits, 0)
-    billed = getattr(response, "input_tokens", None)  # pytrio usage
-    return billed if isinstance(billed, int) and billed > 0 else prompt_length
 
 
 def _load_tokenizer(tokenizer: Any) -> Any:
