@@ -171,15 +171,15 @@ def planner_player(
         write = renderer.dialect
         replies = [protocol.call_text(action, dialect=write) for action in policy.plan]
         sampler = _ReplySampler(renderer, replies, protocol.call_text("look", dialect=write))
-        return await rollout_group(
-            task,
+        player = model_player(
             env_factory=env_factory,
             sampler=sampler,
             renderer=renderer,
             protocol=protocol,
-            config=rollout,
+            rollout=rollout,
             reward_fn=reward_fn,
         )
+        return await player(task)
 
     return play
 

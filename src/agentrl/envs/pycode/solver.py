@@ -15,8 +15,9 @@ from agentrl.chat import ChatRenderer
 from agentrl.env import EnvGroupFactory
 from agentrl.envs.pycode.families import Problem
 from agentrl.envs.pycode.tasks import problem_for
+from agentrl.evaluation import model_player
 from agentrl.rewards import RewardFn
-from agentrl.rollout import RolloutConfig, rollout_group
+from agentrl.rollout import RolloutConfig
 from agentrl.testing import PolicySampler
 from agentrl.tools import FunctionTools
 from agentrl.types import TaskInfo, ToolCall, TrajectoryGroup
@@ -54,15 +55,14 @@ def solver_player(
 
     async def play(task: TaskInfo) -> TrajectoryGroup:
         policy = solver_policy(problem_for(task.task_id), protocol, renderer)
-        sampler = PolicySampler(renderer.tokenizer, policy)
-        return await rollout_group(
-            task,
+        player = model_player(
             env_factory=env_factory,
-            sampler=sampler,
+            sampler=PolicySampler(renderer.tokenizer, policy),
             renderer=renderer,
             protocol=protocol,
-            config=rollout,
+            rollout=rollout,
             reward_fn=reward_fn,
         )
+        return await player(task)
 
     return play
