@@ -23,6 +23,7 @@ from agentrl.backends.local.toy_learning import (
     MULTI_TURN,
     SINGLE_STEP,
     ToyLearningResult,
+    plot_learning_curves,
     run_toy_learning,
 )
 from agentrl.tokenizer import build_qwen_tokenizer
@@ -33,25 +34,6 @@ ESTIMATORS: dict[str, AdvantageEstimator] = {
     "leave_one_out": LeaveOneOut(),
     "gigpo": GiGPO(),
 }
-
-
-def plot(results: dict[str, ToyLearningResult], path: Path) -> None:
-    """Training-batch reward and success per update, one line per estimator."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(10, 4))
-    FigureCanvasAgg(figure)
-    reward_axes, success_axes = figure.subplots(1, 2)
-    for name, result in results.items():
-        updates = range(1, len(result.history) + 1)
-        reward_axes.plot(updates, [h.reward for h in result.history], marker="o", label=name)
-        success_axes.plot(updates, [h.success for h in result.history], marker="o", label=name)
-    reward_axes.set(title="mean reward (training batch)", xlabel="update")
-    success_axes.set(title="success rate (training batch)", xlabel="update")
-    reward_axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
 
 
 def table(results: dict[str, ToyLearningResult], seconds: dict[str, float]) -> str:
@@ -98,7 +80,7 @@ async def main() -> None:
             ),
         )
         seconds[name] = time.perf_counter() - start
-    plot(results, args.out / "estimators.png")
+    plot_learning_curves(results, args.out / "estimators.png")
     markdown = table(results, seconds)
     (args.out / "estimators.md").write_text(markdown + "\n")
     payload = {name: asdict(r) for name, r in results.items()}

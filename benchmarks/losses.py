@@ -36,6 +36,7 @@ from agentrl.backends.local.toy_learning import (
     SINGLE_STEP,
     ToyLearningResult,
     ToyLearningSetup,
+    plot_learning_curves,
     run_toy_learning,
 )
 from agentrl.tokenizer import build_qwen_tokenizer
@@ -80,25 +81,6 @@ async def run_experiment(
         loss_config=config,
         steps_per_batch=steps_per_batch,
     )
-
-
-def plot(results: dict[str, ToyLearningResult], path: Path) -> None:
-    """Training-batch reward and success per update, one line per loss."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(10, 4))
-    FigureCanvasAgg(figure)
-    reward_axes, success_axes = figure.subplots(1, 2)
-    for name, result in results.items():
-        updates = range(1, len(result.history) + 1)
-        reward_axes.plot(updates, [h.reward for h in result.history], marker="o", label=name)
-        success_axes.plot(updates, [h.success for h in result.history], marker="o", label=name)
-    reward_axes.set(title="mean reward (training batch)", xlabel="update")
-    success_axes.set(title="success rate (training batch)", xlabel="update")
-    reward_axes.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
 
 
 def table(results: dict[str, ToyLearningResult], seconds: dict[str, float]) -> str:
@@ -149,7 +131,7 @@ async def main() -> None:
             setup, tokenizer, loss, config, name, args.steps_per_batch
         )
         seconds[name] = time.perf_counter() - start
-    plot(results, args.out / "losses.png")
+    plot_learning_curves(results, args.out / "losses.png", legend_fontsize=7)
     markdown = table(results, seconds)
     (args.out / "losses.md").write_text(markdown + "\n")
     payload = {name: asdict(r) for name, r in results.items()}
