@@ -35,6 +35,7 @@ from agentrl.envs.alfworld.workers import (
     _Child,
     _describe,
     _die_with_parent,
+    _play_calls,
 )
 
 __all__ = ["EnvWorkerPool", "WorkerLease", "default_pool_size", "serve_pool"]
@@ -116,18 +117,7 @@ def serve_pool(fd: int, max_games: str, max_memory_mb: str) -> None:
         elif kind == "run":
             _, slot, calls = request
             entry = slots.get(slot)
-            for branch, command in calls:
-                current = entry[1][branch] if entry is not None else None
-                if current is None:
-                    conn.send(("report", BranchReport(branch, None, "engine failed earlier")))
-                    continue
-                try:
-                    step = current.reset() if command is None else current.step(command)
-                except Exception as exc:
-                    entry[1][branch] = None  # type: ignore[index]
-                    conn.send(("report", BranchReport(branch, None, _describe(exc))))
-                else:
-                    conn.send(("report", BranchReport(branch, step)))
+            _play_calls(conn, entry[1] if entry is not None else None, calls)
             conn.send(("done",))
         elif kind == "release":
             _, slot, keep = request
