@@ -247,26 +247,24 @@ class PyTrioBackend:
         types = self.sdk.types
         data = [to_sdk_datum(types, d, loss, self.mask_mode) for d in datums]
         settings = loss_fn_config(loss, config)
+
+        async def send() -> Any:  # to the current training client (a recovery replaces it)
+            return await self.sdk.forward_backward(self.training_client, data, loss.value, settings)
+
         retried = recovered = 0.0
         try:
-            output = await self.sdk.forward_backward(
-                self.training_client, data, loss.value, settings
-            )
+            output = await send()
         except Exception as failure:
             log.warning("remote forward_backward failed (%s); trying once more", failure)
             retried = 1.0
             try:  # a client whose gradients became uncertain refuses this (run broken)
-                output = await self.sdk.forward_backward(
-                    self.training_client, data, loss.value, settings
-                )
+                output = await send()
             except Exception as exc:
                 if not is_broken_run(exc):
                     raise
                 await self._recover(failure)
                 recovered = 1.0
-                output = await self.sdk.forward_backward(
-                    self.training_client, data, loss.value, settings
-                )
+                output = await send()
         metrics = {k: float(v) for k, v in dict(getattr(output, "metrics", {}) or {}).items()}
         if retried:
             metrics.update(retried=retried, recovered=recovered)
