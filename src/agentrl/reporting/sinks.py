@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TextIO, runtime_checkable
+from typing import Any, Protocol, TextIO, runtime_checkable
 
 from tqdm import tqdm  # type: ignore[import-untyped]
 
@@ -29,6 +29,7 @@ __all__ = [
     "MetricSink",
     "MultiSink",
     "Reportable",
+    "TrackerRunSink",
     "format_table",
     "make_sinks",
     "tracker_sinks",
@@ -79,6 +80,26 @@ class JsonlSink:
     def close(self) -> None:
         """Close the file."""
         self._writer.close()
+
+
+class TrackerRunSink:
+    """Shared part of the experiment-tracker sinks (SwanLab, W&B): a run object with
+    `log(dict, step=)` and `finish()`, set up by the subclass as `self._run`."""
+
+    _run: Any
+    _closed: bool = False
+
+    def log(self, kind: str, step: int, record: Reportable) -> None:
+        """Log every numeric field of `record` under `kind/`."""
+        if self._closed:
+            raise ValueError(f"{type(self).__name__} is closed")
+        self._run.log(record.as_flat(prefix=kind), step=step)
+
+    def close(self) -> None:
+        """Finish the run (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._run.finish()
 
 
 @dataclass(frozen=True)

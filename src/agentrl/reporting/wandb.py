@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 from agentrl._optional import require
 from agentrl.config import WandbMode
-from agentrl.reporting.sinks import Reportable
+from agentrl.reporting.sinks import TrackerRunSink
 from agentrl.types import JsonObject
 
 __all__ = ["WandbError", "WandbSink", "has_credentials"]
@@ -58,7 +58,7 @@ def has_credentials() -> bool:
         return False
 
 
-class WandbSink:
+class WandbSink(TrackerRunSink):
     """Logs flat numeric metrics as `<kind>/<name>` scalars at `step`."""
 
     def __init__(
@@ -93,15 +93,3 @@ class WandbSink:
             hint = f" {_LOGIN_HINT}" if mode is WandbMode.ONLINE else ""
             raise WandbError(f"W&B ({mode.value} mode) failed to start: {exc}.{hint}") from exc
         self._closed = False
-
-    def log(self, kind: str, step: int, record: Reportable) -> None:
-        """Log every numeric field of `record` under `kind/`."""
-        if self._closed:
-            raise ValueError("WandbSink is closed")
-        self._run.log(record.as_flat(prefix=kind), step=step)
-
-    def close(self) -> None:
-        """Finish the W&B run (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            self._run.finish()
