@@ -1,4 +1,4 @@
-"""Wall time per update with off-policy pipelining: k = 0 vs k = 1 vs k = 2.
+"""Wall time per update with off-policy pipelining (k = 0 vs 1 vs 2) and with streaming.
 
 Two setups, each run through the real `Trainer`, rollout engine and toy environment:
 
@@ -14,11 +14,21 @@ Two setups, each run through the real `Trainer`, rollout engine and toy environm
    trains). Sampling and training share the same cores and the engine lock, so little overlap
    is expected; the number says how much there is.
 
+Streaming (`--stream-groups`, k = 0): each group is trained as soon as it is played, while the
+rest of the update is still rolled out. Both setups run without and with it, alternating,
+`--repeats` times; each repeat gives one ratio (time per update without / with), and the
+min and median of those ratios are printed. The simulation runs it twice: with its 4 games
+played at once (their groups end at about the same time: little to overlap) and in "waves"
+(8 games per update, 4 at a time, as when env workers or sampling concurrency are fewer than
+the games: the first wave trains while the second plays).
+
 Per-update wall time is the median (and min) of the intervals between consecutive finished
 updates after the first. The last line is
-`sim_speedup_k1=X sim_speedup_k2=Y local_speedup_k1=Z` (k = 0's time per update over k's).
+`sim_speedup_k1=X sim_speedup_k2=Y local_speedup_k1=Z sim_speedup_stream=W
+sim_speedup_stream_waves=U local_speedup_stream=V` (k = 0's time per update over k's;
+without streaming over with it, the median over repeats).
 
-    python benchmarks/offpolicy.py [--updates 6] [--local-updates 5]
+    python benchmarks/offpolicy.py [--updates 6] [--local-updates 5] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from agentrl.backends.base import (
     LossName,
     SamplingParams,
 )
+from agentrl.backends.streaming import SummedStream
 from agentrl.config import TrainConfig
 from agentrl.datums import Datum
 from agentrl.envs.toy import toy_tool_protocol
@@ -134,6 +145,10 @@ class SimBackend:
         await asyncio.sleep(self.costs.fb_overhead + self.costs.fb_per_token * tokens)
         return ForwardBackwardResult(loss=0.0, num_tokens=int(sum(d.mask.sum() for d in datums)))
 
+    def open_stream(self, loss: LossName, config: LossConfig) -> SummedStream:
+        """Streaming as on tinker: every call is a sum, the calls add up."""
+        return SummedStream(self, loss, config)
+
     async def optim_step(self, adam: AdamParams) -> Mapping[str, float]:
         """Simulated optimizer step."""
         await asyncio.sleep(self.costs.optim_step)
@@ -170,6 +185,8 @@ class Clock:
         self.waits: list[float] = []
         self.trains: list[float] = []
         self.longest_group: list[float] = []
+        self.overlap: list[float] = []
+        self.median_group: list[float] = []
 
     def log(self, kind: str, step: int, record: Reportable) -> None:
         """Timestamp one update."""
@@ -182,13 +199,17 @@ class Clock:
             float(timings.get("forward_backward", 0.0) + timings.get("optim_step", 0.0))
         )
         self.longest_group.append(float(sampling.get("stragglers/group_seconds_max", 0.0)))
+        self.overlap.append(float(timings.get("stream_overlap", 0.0)))
+        self.median_group.append(float(sampling.get("stragglers/group_seconds_p50", 0.0)))
 
     def phases(self) -> str:
         """Median seconds per update waiting for groups, training, and of the slowest group."""
         med = statistics.median
         return (
             f"waiting for groups {med(self.waits[1:]):.3f} s, training {med(self.trains[1:]):.3f}"
-            f" s, slowest group {med(self.longest_group[1:]):.3f} s (medians after update 1)"
+            f" s, groups done at p50 {med(self.median_group[1:]):.3f} s / max"
+            f" {med(self.longest_group[1:]):.3f} s, training overlapped with"
+            f" rollouts {med(self.overlap[1:]):.3f} s (medians after update 1)"
         )
 
     def close(self) -> None:
@@ -200,15 +221,18 @@ class Clock:
         return statistics.median(gaps), min(gaps)
 
 
-def config_for(run_dir: Path, k: int, updates: int, local: bool) -> TrainConfig:
-    """The toy run of one setting."""
+def config_for(
+    run_dir: Path, k: int, updates: int, local: bool, stream: bool = False, waves: bool = False
+) -> TrainConfig:
+    """The toy run of one setting; `waves`: 8 games per update, 4 played at a time."""
     return TrainConfig(
         base_model="tiny",
         backend="local",
         device="cpu",
         env="toy",
         max_steps=updates,
-        games_per_batch=2 if local else 4,
+        games_per_batch=8 if waves else 2 if local else 4,
+        max_concurrent_games=4 if waves else None,
         group_size=4,
         max_episode_steps=3 if local else 6,
         max_assistant_tokens=16 if local else 64,
@@ -219,6 +243,7 @@ def config_for(run_dir: Path, k: int, updates: int, local: bool) -> TrainConfig:
         save_rollouts=False,
         run_dir=run_dir,
         max_steps_off_policy=k,
+        stream_groups=stream,
     )
 
 
@@ -240,11 +265,59 @@ async def run_one(backend: Any, tokenizer: Any, config: TrainConfig, local: bool
     return clock
 
 
+def local_backend(tokenizer: Any, folder: Path) -> Any:
+    """A fresh tiny local backend (same seed every time)."""
+    from agentrl.backends.local import LocalBackend
+
+    return LocalBackend.tiny(tokenizer, seed=0, device="cpu", checkpoint_dir=folder)
+
+
+async def stream_ratios(
+    tmp: Path,
+    tokenizer: Any,
+    costs: SimCosts,
+    local: bool,
+    updates: int,
+    repeats: int,
+    waves: bool = False,
+) -> list[float]:
+    """Per repeat: seconds per update without streaming over with it (k = 0, same settings)."""
+    ratios = []
+    name = ("local" if local else "sim") + (" waves" if waves else "")
+    for repeat in range(repeats):
+        times = {}
+        for stream in (False, True):
+            folder = tmp / f"{name.replace(' ', '-')}-stream{int(stream)}-{repeat}"
+            config = config_for(folder, 0, updates, local=local, stream=stream, waves=waves)
+            backend = (
+                local_backend(tokenizer, folder / "ck")
+                if local
+                else SimBackend(tokenizer, costs, seed=0)
+            )
+            clock = await run_one(backend, tokenizer, config, local)
+            times[stream] = clock.per_update()
+            print(
+                f"  {name} k=0 stream={'on' if stream else 'off'} (repeat {repeat + 1}): "
+                f"{times[stream][0]:.3f} s/update median, {times[stream][1]:.3f} min; "
+                f"{clock.phases()}",
+                flush=True,
+            )
+        ratios.append(times[False][0] / times[True][0])
+    print(
+        f"  {name} streaming speed-up: min {min(ratios):.2f}, median "
+        f"{statistics.median(ratios):.2f} over {repeats} repeats {[round(r, 2) for r in ratios]}",
+        flush=True,
+    )
+    return ratios
+
+
 async def main() -> None:
-    """Run k = 0, 1, 2 on the simulation and k = 0, 1 on the local backend; print ratios."""
+    """Run k = 0, 1, 2 on the simulation and k = 0, 1 on the local backend, then streaming off
+    and on (k = 0) on both; print ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=6, help="updates per simulated run")
     parser.add_argument("--local-updates", type=int, default=5, help="updates per local run")
+    parser.add_argument("--repeats", type=int, default=3, help="streaming off/on pairs per setup")
     for name, value in asdict(SimCosts()).items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=float, default=value)
     args = parser.parse_args()
@@ -265,13 +338,9 @@ async def main() -> None:
                 f"{clock.phases()}; staleness per update {clock.staleness}",
                 flush=True,
             )
-        from agentrl.backends.local import LocalBackend
-
         for k in (0, 1):
             config = config_for(Path(tmp) / f"local{k}", k, args.local_updates, local=True)
-            backend = LocalBackend.tiny(
-                tokenizer, seed=0, device="cpu", checkpoint_dir=Path(tmp) / f"ck{k}"
-            )
+            backend = local_backend(tokenizer, Path(tmp) / f"ck{k}")
             clock = await run_one(backend, tokenizer, config, True)
             local[k] = clock.per_update()
             print(
@@ -279,9 +348,21 @@ async def main() -> None:
                 f"{clock.phases()}; staleness per update {clock.staleness}",
                 flush=True,
             )
+        sim_stream = await stream_ratios(
+            Path(tmp), tokenizer, costs, False, args.updates, args.repeats
+        )
+        sim_waves = await stream_ratios(
+            Path(tmp), tokenizer, costs, False, args.updates, args.repeats, waves=True
+        )
+        local_stream = await stream_ratios(
+            Path(tmp), tokenizer, costs, True, args.local_updates, args.repeats
+        )
     print(
         f"sim_speedup_k1={sim[0][0] / sim[1][0]:.2f} sim_speedup_k2={sim[0][0] / sim[2][0]:.2f} "
-        f"local_speedup_k1={local[0][0] / local[1][0]:.2f}"
+        f"local_speedup_k1={local[0][0] / local[1][0]:.2f} "
+        f"sim_speedup_stream={statistics.median(sim_stream):.2f} "
+        f"sim_speedup_stream_waves={statistics.median(sim_waves):.2f} "
+        f"local_speedup_stream={statistics.median(local_stream):.2f}"
     )
 
 

@@ -4,7 +4,7 @@ guard (drop / resample, counted), DAPO dynamic sampling, and straggler timings."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -13,7 +13,7 @@ from agentrl.advantages import GroupMean
 from agentrl.backends.base import Sampler
 from agentrl.pipeline import GroupSource, Rollout, extra_batch
 from agentrl.testing import synthetic_group
-from agentrl.types import TaskInfo
+from agentrl.types import TaskInfo, TrajectoryGroup
 
 
 class FakeRollouts:
@@ -25,7 +25,12 @@ class FakeRollouts:
         self.calls: list[tuple[list[str], int, str]] = []
 
     async def __call__(
-        self, tasks: Sequence[TaskInfo], sampler: Sampler, version: int, label: str
+        self,
+        tasks: Sequence[TaskInfo],
+        sampler: Sampler,
+        version: int,
+        label: str,
+        on_group: Callable[[TrajectoryGroup], None] | None = None,
     ) -> Rollout:
         self.calls.append(([t.task_id for t in tasks], version, label))
         await asyncio.sleep(0)
@@ -35,6 +40,9 @@ class FakeRollouts:
             )
             for t in tasks
         )
+        for group in groups:
+            if on_group is not None:
+                on_group(group)
         return Rollout(groups, version - self.lag, tuple(float(i) for i in range(len(tasks))))
 
 

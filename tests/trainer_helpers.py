@@ -9,7 +9,8 @@ actions (some not admissible), so groups have different rewards and updates trai
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from agentrl.backends.base import (
     LossConfig,
     LossName,
 )
+from agentrl.backends.streaming import GradientStream
 from agentrl.config import TrainConfig
 from agentrl.datums import Datum
 from agentrl.envs.toy import toy_tool_protocol
@@ -47,12 +49,34 @@ def toy_policy(seed: int) -> Any:
     return policy
 
 
+def prompt_seeded_policy(seed: int) -> Callable[[str], str]:
+    """Like `toy_policy`, but each reply is drawn from a generator seeded by the prompt and how
+    often it was asked: the same trajectories whatever order concurrent rollouts ask in."""
+    asked: dict[str, int] = {}
+
+    def policy(prompt: str) -> str:
+        count = asked.get(prompt, 0)
+        asked[prompt] = count + 1
+        rng = random.Random(zlib.crc32(prompt.encode()) * 1009 + count * 31 + seed)
+        listed = prompt.rsplit(HEADING, 1)[-1].split("<|im_end|>", 1)[0].strip().splitlines()
+        roll = rng.random()
+        if roll < 0.7 and listed:
+            return PROTOCOL.call_text(rng.choice(listed).strip())
+        if roll < 0.9:
+            return PROTOCOL.call_text("fly to the moon")
+        return "I think I am done."
+
+    return policy
+
+
 class PolicyDrivenBackend:
     """`TrainingBackend`: a real `LocalBackend` for training, a text policy for sampling."""
 
-    def __init__(self, inner: Any, tokenizer: Any, seed: int) -> None:
+    def __init__(
+        self, inner: Any, tokenizer: Any, seed: int, policy: Callable[[str], str] | None = None
+    ) -> None:
         self.inner = inner
-        self._sampler = PolicySampler(tokenizer, toy_policy(seed))
+        self._sampler = PolicySampler(tokenizer, policy or toy_policy(seed))
         self.loads: list[str] = []
 
     async def sampler(self) -> PolicySampler:
@@ -63,6 +87,10 @@ class PolicyDrivenBackend:
     ) -> ForwardBackwardResult:
         result: ForwardBackwardResult = await self.inner.forward_backward(datums, loss, config)
         return result
+
+    def open_stream(self, loss: LossName, config: LossConfig) -> GradientStream:
+        stream: GradientStream = self.inner.open_stream(loss, config)
+        return stream
 
     async def optim_step(self, adam: AdamParams) -> Mapping[str, float]:
         metrics: Mapping[str, float] = await self.inner.optim_step(adam)
@@ -121,3 +149,18 @@ def toy_trainer(config: TrainConfig, tokenizer: Any, inner: Any = None, **kwargs
         progress=False,
         **kwargs,
     )
+
+
+class HashReward:
+    """A reward in [0, 1) from a hash of the reply tokens: groups are (almost) never
+    degenerate, so every group trains."""
+
+    def __call__(self, trajectory: Any) -> float:
+        """The hash of the trajectory's completion tokens, scaled to [0, 1)."""
+        data = b"".join(bytes(str(t.completion_tokens), "ascii") for t in trajectory.turns)
+        return (zlib.crc32(data) % 1000) / 1000.0
+
+    def turn_rewards(self, trajectory: Any) -> tuple[float, ...]:
+        """The reward, all on the last turn."""
+        n = len(trajectory.turns)
+        return tuple(self(trajectory) if i == n - 1 else 0.0 for i in range(n))

@@ -10,6 +10,11 @@ Conventions shared by every estimator here:
   policy;
 - a group whose (remaining) rewards are all equal is *degenerate*: every advantage is 0 and
   the group is counted so the trainer can skip it and report it.
+
+Every estimator here is *group-local* (`group_local = True`): a group's advantages depend on
+that group only, so estimating one group at a time gives what estimating the batch gives. The
+trainer relies on it to stream groups to training as they finish (`--stream-groups`); an
+estimator that normalises over the whole batch must not set it (`is_group_local`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +39,7 @@ __all__ = [
     "GroupNormalized",
     "LeaveOneOut",
     "TrajectoryLevelEstimator",
+    "is_group_local",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -79,6 +85,12 @@ class AdvantageEstimator(Protocol):
         ...
 
 
+def is_group_local(estimator: AdvantageEstimator) -> bool:
+    """Whether `estimator` says a group's advantages depend on that group only (its
+    `group_local` attribute; an estimator without one is assumed to look at the whole batch)."""
+    return getattr(estimator, "group_local", False) is True
+
+
 def usable(trajectory: Trajectory) -> bool:
     """Whether a trajectory takes part in its group's statistics (not an infra error)."""
     return not trajectory.stop_reason.is_error and bool(trajectory.turns)
@@ -90,6 +102,9 @@ class TrajectoryLevelEstimator:
     Subclasses implement `centered(rewards)`, called only on non-degenerate groups with at
     least one usable trajectory.
     """
+
+    group_local: ClassVar[bool] = True
+    """Each group's advantages come from its own rewards only."""
 
     def centered(self, rewards: FloatArray) -> FloatArray:
         """Advantages of the usable trajectories of one group, given their rewards."""
@@ -164,6 +179,9 @@ class GiGPO:
     alone in their anchor group get step advantage 0. A group is degenerate only when every
     resulting advantage is 0.
     """
+
+    group_local: ClassVar[bool] = True
+    """Anchor-state groups are formed inside one game's group, never across games."""
 
     gamma: float = 0.95
     omega: float = 1.0

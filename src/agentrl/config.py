@@ -380,6 +380,11 @@ class TrainConfig(CommonConfig):
     dynamic_sampling_budget: int = Field(
         0, ge=0, description="extra games per update to replace degenerate groups (DAPO; 0: off)"
     )
+    stream_groups: bool = Field(
+        False,
+        description="train each game's group as soon as it is played, while the rest of the "
+        "update is still rolled out; one optimizer step on the whole batch (local, tinker)",
+    )
     estimator: EstimatorName = Field(
         EstimatorName.GROUP_MEAN,
         description="advantage estimator: group_mean, group_normalized, leave_one_out or gigpo",
@@ -433,6 +438,26 @@ class TrainConfig(CommonConfig):
                 f"group_size={self.group_size} gives every trajectory a zero advantage with the "
                 f"{self.estimator.value!r} estimator (a group of one is its own baseline); "
                 "use group_size >= 2"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_streaming(self) -> Self:
+        if not self.stream_groups:
+            return self
+        if self.max_steps_off_policy > 0:
+            raise ValueError(
+                f"--stream-groups and --max-steps-off-policy {self.max_steps_off_policy} cannot "
+                "be combined: with k >= 1 an update's rollout runs while the previous update "
+                "trains, so its groups cannot start the next gradient yet; pick one (k = 0 "
+                "with --stream-groups, or --no-stream-groups)"
+            )
+        if self.backend is BackendName.PYTRIO:
+            raise ValueError(
+                "--stream-groups needs forward_backward calls that add up to one batch's "
+                "gradient; pytrio normalises each call by its own token totals, so streamed "
+                "groups would be weighted wrongly; use --no-stream-groups with --backend "
+                "pytrio (or --backend local / tinker)"
             )
         return self
 

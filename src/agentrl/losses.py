@@ -24,7 +24,9 @@ Options (`LossConfig`):
 - normalisation: the value returned is `sum_t mask_t * c_t * l_t` (a **sum**) with `c_t = 1`,
   or `c_t = 1 / |datum|` for `sequence`; the caller divides by `loss_divisor(...)` of the
   whole `forward_backward` call (trained tokens, datums, or the constant), so micro-batching
-  does not change the gradient. Metrics are sums too, so they can be accumulated.
+  does not change the gradient; a streamed batch (`--stream-groups`) divides its accumulated
+  sums once by the divisor of the whole batch. Metrics are sums too, so they can be
+  accumulated.
 """
 
 from __future__ import annotations

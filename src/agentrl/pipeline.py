@@ -23,6 +23,10 @@ Counters (`UpdateMetrics.sampling`): `offpolicy/staleness` (updates), `offpolicy
 rollout: `stragglers/group_seconds_p50` and `stragglers/group_seconds_max` (seconds from the
 rollout's start until each game's group, i.e. its slowest branch, finished).
 
+Streaming (`--stream-groups`, k = 0 only): `take(..., on_group=hook)` calls `hook` with every
+group of the update's rollout, and of the dynamic-sampling and resample rollouts, as soon as
+it finishes, so the trainer can start training it (`agentrl.streaming`).
+
 Resume: for k = 0 an update depends only on the checkpoint and the seeded game streams, so a
 resumed run plays what an uninterrupted one would. For k >= 1 the rollouts that were running
 ahead are lost with the process; after a resume update `n` is rolled out afresh with the
@@ -34,6 +38,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -41,7 +46,7 @@ from agentrl.advantages import AdvantageEstimator
 from agentrl.backends.base import Sampler
 from agentrl.types import TaskInfo, TrajectoryGroup
 
-__all__ = ["GroupSource", "Rollout", "RolloutFn", "UpdateGroups", "extra_batch"]
+__all__ = ["GroupHook", "GroupSource", "Rollout", "RolloutFn", "UpdateGroups", "extra_batch"]
 
 DYNAMIC_SEED_OFFSET = 1_000_000_007
 """Added to the run's seed for the stream of games that replace degenerate groups."""
@@ -58,8 +63,24 @@ class Rollout:
     """Seconds from the rollout's start until each group finished (in finishing order)."""
 
 
-RolloutFn = Callable[[Sequence[TaskInfo], Sampler, int, str], Awaitable[Rollout]]
-"""`rollout(tasks, sampler, version, label)`: play `tasks` with `sampler`."""
+GroupHook = Callable[[TrajectoryGroup], None]
+"""Called with each group as soon as its rollout finishes."""
+
+
+class RolloutFn(Protocol):
+    """`rollout(tasks, sampler, version, label, on_group=None)`: play `tasks` with `sampler`
+    (taken after `version` updates), calling `on_group` as each group finishes."""
+
+    def __call__(
+        self,
+        tasks: Sequence[TaskInfo],
+        sampler: Sampler,
+        version: int,
+        label: str,
+        on_group: GroupHook | None = None,
+    ) -> Awaitable[Rollout]:
+        """The groups of `tasks`, with when each finished."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -106,14 +127,36 @@ class GroupSource:
         self.last_update = last_update
         self._ahead: dict[int, asyncio.Task[Rollout]] = {}
 
-    async def _start(self, number: int, version: int) -> asyncio.Task[Rollout]:
+    async def _start(
+        self, number: int, version: int, on_group: GroupHook | None = None
+    ) -> asyncio.Task[Rollout]:
         sampler = await self._sampler()  # taken now: before this update's training starts
-        work = self._rollout(self._games(number), sampler, version, f"update {number}")
+        work = self._call(self._games(number), sampler, version, f"update {number}", on_group)
         return asyncio.ensure_future(work)
 
-    async def take(self, number: int, version: int) -> UpdateGroups:
-        """The groups of update `number`; `version` = updates completed so far."""
-        task = self._ahead.pop(number, None) or await self._start(number, version)
+    def _call(
+        self,
+        tasks: Sequence[TaskInfo],
+        sampler: Sampler,
+        version: int,
+        label: str,
+        on_group: GroupHook | None,
+    ) -> Awaitable[Rollout]:
+        if on_group is None:  # a rollout function written before streaming takes no hook
+            return self._rollout(tasks, sampler, version, label)
+        return self._rollout(tasks, sampler, version, label, on_group=on_group)
+
+    async def take(
+        self, number: int, version: int, on_group: GroupHook | None = None
+    ) -> UpdateGroups:
+        """The groups of update `number`; `version` = updates completed so far. `on_group`
+        (k = 0 only) sees every group this call plays as soon as it finishes."""
+        if on_group is not None and self.k:
+            raise ValueError(
+                "streaming groups (on_group) needs max_steps_off_policy = 0: with k >= 1 the "
+                "rollout of an update was started before the previous update's step"
+            )
+        task = self._ahead.pop(number, None) or await self._start(number, version, on_group)
         rolled = await task
         for ahead in range(number + 1, number + self.k + 1):
             if self.last_update is not None and ahead > self.last_update:
@@ -128,7 +171,8 @@ class GroupSource:
         if staleness > self.k:
             counters["offpolicy/stale_groups"] = float(len(groups))
             if self.resample_stale:
-                fresh = await self._play([g.task for g in groups], version, number, "resample")
+                tasks = [g.task for g in groups]
+                fresh = await self._play(tasks, version, number, "resample", on_group)
                 groups = list(fresh.groups)
                 counters["offpolicy/resampled_groups"] = float(len(groups))
             else:
@@ -139,14 +183,19 @@ class GroupSource:
             counters["stragglers/group_seconds_p50"] = float(np.median(seconds))
             counters["stragglers/group_seconds_max"] = float(seconds.max())
         if self.dynamic_budget:
-            groups = await self._replace_degenerate(groups, number, version, counters)
+            groups = await self._replace_degenerate(groups, number, version, counters, on_group)
         return UpdateGroups(tuple(groups), counters)
 
     async def _play(
-        self, tasks: Sequence[TaskInfo], version: int, number: int, label: str
+        self,
+        tasks: Sequence[TaskInfo],
+        version: int,
+        number: int,
+        label: str,
+        on_group: GroupHook | None = None,
     ) -> Rollout:
         sampler = await self._sampler()
-        return await self._rollout(tasks, sampler, version, f"update {number} {label}")
+        return await self._call(tasks, sampler, version, f"update {number} {label}", on_group)
 
     async def _replace_degenerate(
         self,
@@ -154,6 +203,7 @@ class GroupSource:
         number: int,
         version: int,
         counters: dict[str, float],
+        on_group: GroupHook | None = None,
     ) -> list[TrajectoryGroup]:
         flags = [g.degenerate for g in self._estimator.estimate(groups).groups] if groups else []
         waiting = [i for i, flag in enumerate(flags) if flag]
@@ -162,7 +212,7 @@ class GroupSource:
         while waiting and used < self.dynamic_budget:
             batch = extra[used : used + min(len(waiting), self.dynamic_budget - used)]
             used += len(batch)
-            played = await self._play(batch, version, number, "dynamic sampling")
+            played = await self._play(batch, version, number, "dynamic sampling", on_group)
             for group in played.groups:
                 (result,) = self._estimator.estimate([group]).groups
                 if waiting and not result.degenerate:

@@ -10,7 +10,8 @@ Each update `n` (1-based):
 4. advantages by the configured estimator; trajectories whose advantages are all zero are
    skipped; one datum per remaining trajectory;
 5. one `forward_backward` (PPO, clip 0.8 / 1.2 by default) and one `optim_step` (skipped when
-   no datum is left, e.g. every group degenerate);
+   no datum is left, e.g. every group degenerate); with `stream_groups`, steps 4-5 run group by
+   group while the rollout goes on (`agentrl.streaming`), still ending in ONE `optim_step`;
 6. metrics (reward, success overall and per task type, invalid actions, env steps, tokens,
    truncation, degenerate groups, loss, seconds per phase) to the sinks; the trajectories (as
    text) to `rollouts.jsonl`.
@@ -38,8 +39,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agentrl.advantages import AdvantageEstimator, check_finite
+from agentrl.advantages import AdvantageEstimator, Advantages, check_finite
 from agentrl.backends.base import ForwardBackwardResult, Sampler, TrainingBackend
+from agentrl.backends.streaming import open_stream
 from agentrl.chat import ChatRenderer
 from agentrl.checkpoints import (
     CHECKPOINTS_DIR,
@@ -50,10 +52,10 @@ from agentrl.checkpoints import (
     check_run_dir,
 )
 from agentrl.config import StalePolicy, TrainConfig
-from agentrl.datums import Datum, build_datums
+from agentrl.datums import build_datums
 from agentrl.env import EnvGroupFactory, close_env_factory
 from agentrl.metrics import UpdateMetrics, update_metrics
-from agentrl.pipeline import GroupSource, Rollout, extra_batch
+from agentrl.pipeline import GroupHook, GroupSource, Rollout, extra_batch
 from agentrl.preflight import check_token_budget
 from agentrl.recipe import rollout_config_for
 from agentrl.records import TrajectoryRecord, append_records
@@ -69,6 +71,7 @@ from agentrl.resume import (
 )
 from agentrl.rewards import RewardFn
 from agentrl.rollout import rollout_batch
+from agentrl.streaming import GroupStreamer, check_streaming
 from agentrl.tools import ToolProtocol
 from agentrl.types import JsonObject, TaskInfo, TrajectoryGroup
 
@@ -108,6 +111,17 @@ class TrainResult:
     """Checkpoints saved by this call, in order."""
     metrics: tuple[UpdateMetrics, ...]
     """Metrics of the updates run by this call."""
+
+
+@dataclass(frozen=True)
+class _Trained:
+    """What the training half of an update did."""
+
+    result: ForwardBackwardResult | None
+    scalars: Mapping[str, float]
+    """The optimizer step's metrics."""
+    timings: Mapping[str, float]
+    advantages: Advantages | None = None
 
 
 def _fingerprint(tasks: Sequence[TaskInfo]) -> str:
@@ -166,6 +180,8 @@ class Trainer:
             last_update=config.max_steps,
         )
         self._uncommitted: CheckpointInfo | None = None
+        if config.stream_groups:
+            check_streaming(backend, self.estimator, config.loss, config.loss_config())
 
     # -- one update ------------------------------------------------------------------------
 
@@ -177,9 +193,15 @@ class Trainer:
         return list(rolled.groups)
 
     async def rollout_games(
-        self, tasks: Sequence[TaskInfo], sampler: Sampler, version: int, label: str
+        self,
+        tasks: Sequence[TaskInfo],
+        sampler: Sampler,
+        version: int,
+        label: str,
+        on_group: GroupHook | None = None,
     ) -> Rollout:
-        """Play `tasks` with `sampler` (taken after `version` updates), timing each group."""
+        """Play `tasks` with `sampler` (taken after `version` updates), timing each group and
+        handing it to `on_group` as it finishes."""
         bar = None
         if self.progress:
             from tqdm.auto import tqdm  # type: ignore[import-untyped]
@@ -188,10 +210,12 @@ class Trainer:
         started = time.perf_counter()
         seconds: list[float] = []
 
-        def tick(_: TrajectoryGroup) -> None:
+        def tick(group: TrajectoryGroup) -> None:
             seconds.append(time.perf_counter() - started)
             if bar is not None:
                 bar.update(1)
+            if on_group is not None:
+                on_group(group)
 
         try:
             groups = await rollout_batch(
@@ -210,49 +234,83 @@ class Trainer:
             if bar is not None:
                 bar.close()
 
-    async def _train(
-        self, datums: Sequence[Datum]
-    ) -> tuple[ForwardBackwardResult, dict[str, float]]:
-        config = self.config
-        started = time.perf_counter()
-        result = await self.backend.forward_backward(datums, config.loss, config.loss_config())
-        middle = time.perf_counter()
-        optim = dict(await self.backend.optim_step(config.adam_params()))
-        optim["time/forward_backward"] = middle - started
-        optim["time/optim_step"] = time.perf_counter() - middle
-        return result, optim
+    async def _step(self, result: ForwardBackwardResult, timings: dict[str, float]) -> _Trained:
+        clock = time.perf_counter()
+        optim = dict(await self.backend.optim_step(self.config.adam_params()))
+        timings["optim_step"] = time.perf_counter() - clock
+        return _Trained(result, optim, timings)
 
-    async def update(self, number: int) -> UpdateMetrics:
-        """Run update `number`; a cancellation during its optimizer step lets the step finish."""
-        timings: dict[str, float] = {}
-        started = clock = time.perf_counter()
-        taken = await self.source.take(number, self.completed)
-        groups = list(taken.groups)
-        timings["rollout"] = time.perf_counter() - clock
+    async def _train(self, groups: Sequence[TrajectoryGroup]) -> _Trained:
+        """Advantages, datums, one forward_backward and one optim_step (none without datums)."""
+        config = self.config
         clock = time.perf_counter()
         advantages = self.estimator.estimate(groups)
         check_finite(advantages)
         datums = build_datums(groups, advantages, skip_zero_advantage=True)
-        timings["advantages"] = time.perf_counter() - clock
-        result: ForwardBackwardResult | None = None
-        scalars: dict[str, float] = {}
+        timings = {"advantages": time.perf_counter() - clock}
+        if not datums:
+            return _Trained(None, {}, timings, advantages)
+        clock = time.perf_counter()
+        result = await self.backend.forward_backward(datums, config.loss, config.loss_config())
+        timings["forward_backward"] = time.perf_counter() - clock
+        return replace(await self._step(result, timings), advantages=advantages)
+
+    async def _train_streamed(
+        self, streamer: GroupStreamer, groups: Sequence[TrajectoryGroup]
+    ) -> _Trained:
+        """The rest of a streamed batch, the stream's finish, one optim_step."""
+        try:
+            batch = await streamer.finish(groups)
+        except BaseException:
+            await streamer.abort()  # no half-batch gradient is left for a later step
+            raise
+        timings = {
+            "advantages": batch.advantages_seconds,
+            "forward_backward": batch.forward_backward_seconds,
+            "stream_overlap": batch.overlap_seconds,
+        }
+        if batch.result is None:
+            return _Trained(None, {}, timings, batch.advantages)
+        return replace(await self._step(batch.result, timings), advantages=batch.advantages)
+
+    def _streamer(self) -> GroupStreamer | None:
+        if not self.config.stream_groups:
+            return None
+        stream = open_stream(self.backend, self.config.loss, self.config.loss_config())
+        return GroupStreamer(stream, self.estimator)
+
+    async def update(self, number: int) -> UpdateMetrics:
+        """Run update `number`; a cancellation during its optimizer step lets the step finish
+        (with `stream_groups`: from the end of the rollout on)."""
+        started = clock = time.perf_counter()
+        streamer = self._streamer()
+        hook = None if streamer is None else streamer.on_group
+        try:
+            taken = await self.source.take(number, self.completed, on_group=hook)
+        except BaseException:
+            if streamer is not None:
+                await streamer.abort()
+            raise
+        groups = list(taken.groups)
+        rollout_seconds = time.perf_counter() - clock
+        work = self._train(groups) if streamer is None else self._train_streamed(streamer, groups)
+        step = asyncio.ensure_future(work)
         cancelled = False
-        if datums:
-            step = asyncio.ensure_future(self._train(datums))
-            try:
-                trained = await asyncio.shield(step)
-            except asyncio.CancelledError:
-                trained = await step  # the weights change now: count the update
-                cancelled = True
-            result, scalars = trained
-            timings["forward_backward"] = scalars.pop("time/forward_backward")
-            timings["optim_step"] = scalars.pop("time/optim_step")
-            scalars.update({f"fb/{k}": v for k, v in trained[0].metrics.items()})
+        try:
+            trained = await asyncio.shield(step)
+        except asyncio.CancelledError:
+            trained = await step  # the weights change now: count the update
+            cancelled = True
+        result = trained.result
+        scalars = dict(trained.scalars)
+        if result is not None:
+            scalars.update({f"fb/{k}": v for k, v in result.metrics.items()})
+        timings = {"rollout": rollout_seconds, **trained.timings}
         timings["total"] = time.perf_counter() - started
         metrics = update_metrics(
             number,
             groups,
-            advantages,
+            trained.advantages,
             loss=None if result is None else result.loss,
             trained_tokens=0 if result is None else result.num_tokens,
             backend=scalars,

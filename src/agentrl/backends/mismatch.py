@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from agentrl.datums import Datum
 
-__all__ = ["LogprobMismatch", "datum_mismatch", "logprob_mismatch"]
+__all__ = ["LogprobMismatch", "datum_mismatch", "logprob_mismatch", "merge_mismatch"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +74,17 @@ def datum_mismatch(
     if not old:
         return None
     return logprob_mismatch(np.concatenate(old), np.concatenate(new))
+
+
+def merge_mismatch(parts: Sequence[LogprobMismatch | None]) -> LogprobMismatch | None:
+    """The mismatch of the union of several batches' tokens (token-weighted KL, largest
+    difference); None when no part reported one."""
+    known = [p for p in parts if p is not None and p.tokens > 0]
+    if not known:
+        return None
+    tokens = sum(p.tokens for p in known)
+    return LogprobMismatch(
+        sampler_kl=sum(p.sampler_kl * p.tokens for p in known) / tokens,
+        max_abs_diff=max(p.max_abs_diff for p in known),
+        tokens=tokens,
+    )

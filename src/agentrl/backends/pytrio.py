@@ -53,6 +53,7 @@ from agentrl.backends.pytrio_sdk import (
     is_broken_run,
     sdk_for,
 )
+from agentrl.backends.streaming import StreamingUnsupportedError, SummedStream
 from agentrl.datums import Datum
 
 __all__ = ["MaskMode", "MissingApiKeyError", "PyTrioBackend", "RemoteSampler", "SdkName"]
@@ -280,6 +281,22 @@ class PyTrioBackend:
             metrics=metrics,
             mismatch=_mismatch(datums, output),
         )
+
+    def open_stream(self, loss: LossName, config: LossConfig) -> SummedStream:
+        """Stream one batch over several calls where they add up exactly (tinker: its losses
+        are sums); pytrio normalises every call by that call's own totals: refused."""
+        loss = LossName(loss)
+        check_remote_loss(loss, config, self.sdk.loss_names(), self.sdk.name.value)
+        if not self.sdk.calls_add_up:
+            raise StreamingUnsupportedError(
+                f"stream_groups (--stream-groups) needs forward_backward calls that add up to "
+                f"one batch's gradient, but {self.sdk.name.value} divides each call's summed "
+                "loss by that call's own token totals (its batch plan's gradient_accumulation), "
+                "so a group streamed alone would weigh 1 / its tokens instead of 1 / the "
+                "batch's; use --no-stream-groups with this backend (or --backend tinker / "
+                "local, where streaming is exact)"
+            )
+        return SummedStream(self, loss, config)
 
     async def _recover(self, error: BaseException) -> None:
         """Replace a broken training client by one restored from the newest saved state."""

@@ -68,6 +68,10 @@ class PyTrioSdk:
     """LoRA ranks the SDK accepts (checked before any request); None: the server decides."""
     accepts_ignore_index = True
     """Whether `target_tokens` may hold -100 (pytrio: yes, not counted as active tokens)."""
+    calls_add_up = False
+    """Whether `forward_backward` calls before one `optim_step` add up to the gradient of one
+    call over all their datums (pytrio: no, each call's batch plan carries that call's own
+    `gradient_accumulation` totals, the server's normalisation)."""
 
     @property
     def module(self) -> ModuleType:
@@ -192,6 +196,8 @@ class TinkerSdk(PyTrioSdk):
     rank_range = None
     accepts_ignore_index = False
     """Tinker's losses are sums over target positions; -100 targets are not documented."""
+    calls_add_up = True
+    """Its losses are plain sums (no per-call divisor), so calls accumulate exactly."""
 
     def __init__(self) -> None:
         self._api_key: str | None = None

@@ -34,6 +34,7 @@ from agentrl.backends.base import (
     LossName,
     SamplingParams,
 )
+from agentrl.backends.streaming import GradientStream
 from agentrl.datums import Datum
 from agentrl.types import Completion, CompletionStop
 
@@ -285,6 +286,11 @@ class VllmBackend:
         """The local backend's forward/backward (it reports the sampler-vs-trainer mismatch)."""
         result: ForwardBackwardResult = await self.local.forward_backward(datums, loss, config)
         return result
+
+    def open_stream(self, loss: LossName, config: LossConfig) -> GradientStream:
+        """The local backend's gradient stream (`--stream-groups`)."""
+        stream: GradientStream = self.local.open_stream(loss, config)
+        return stream
 
     async def optim_step(self, adam: AdamParams) -> Mapping[str, float]:
         """The local backend's optimizer step (the next `sampler()` exports the new adapter)."""

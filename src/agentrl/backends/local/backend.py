@@ -35,6 +35,7 @@ from agentrl.backends.local.model import (
     select_device,
 )
 from agentrl.backends.local.sampler import LocalSampler
+from agentrl.backends.local.streaming import LocalGradientStream
 from agentrl.backends.local.training import Normalisation, run_forward_backward
 from agentrl.datums import Datum
 from agentrl.reporting.jsonl import named_os_error
@@ -148,6 +149,11 @@ class LocalBackend:
                 micro_batch_tokens=self.micro_batch_tokens,
                 normalisation=self.normalisation,
             )
+
+    def open_stream(self, loss: LossName, config: LossConfig) -> LocalGradientStream:
+        """One batch's gradient over several calls, rescaled by the whole batch's divisor at
+        `finish` (every loss and normalisation; see `agentrl.backends.local.streaming`)."""
+        return LocalGradientStream(self, LossName(loss), config)
 
     async def optim_step(self, adam: AdamParams) -> Mapping[str, float]:
         """One AdamW step on the LoRA parameters; gradients are then zeroed."""

@@ -28,7 +28,8 @@ from agentrl.backends.base import (
     TrainingBackend,
 )
 from agentrl.backends.local.engine import ModelEngine
-from agentrl.backends.mismatch import datum_mismatch
+from agentrl.backends.mismatch import LogprobMismatch, datum_mismatch, merge_mismatch
+from agentrl.backends.streaming import GradientStream, open_stream
 from agentrl.datums import Datum
 
 __all__ = ["TrainerBehaviour", "trainer_logprobs", "with_logprobs"]
@@ -79,6 +80,10 @@ class TrainerBehaviour:
         result = await self.inner.forward_backward(with_logprobs(datums, recomputed), loss, config)
         return replace(result, mismatch=mismatch)
 
+    def open_stream(self, loss: LossName, config: LossConfig) -> GradientStream:
+        """The inner backend's gradient stream, each part's behaviour logprobs recomputed."""
+        return _BehaviourStream(open_stream(self.inner, loss, config), self.engine)
+
     async def optim_step(self, adam: AdamParams) -> Mapping[str, float]:
         """The inner optimizer step."""
         return await self.inner.optim_step(adam)
@@ -96,3 +101,30 @@ class TrainerBehaviour:
         close = getattr(self.inner, "close", None)
         if close is not None:
             await close()
+
+
+class _BehaviourStream:
+    """A `GradientStream` whose parts train on trainer-recomputed behaviour logprobs; the
+    mismatch reported compares them with the sampler's, over every part."""
+
+    def __init__(self, inner: GradientStream, engine: ModelEngine) -> None:
+        self.inner = inner
+        self.engine = engine
+        self.mismatches: list[LogprobMismatch | None] = []
+
+    async def add(self, datums: Sequence[Datum]) -> ForwardBackwardResult:
+        """Recompute the part's behaviour logprobs, then the inner part on them."""
+        recomputed = await asyncio.to_thread(trainer_logprobs, self.engine, datums)
+        mismatch = datum_mismatch(datums, recomputed)
+        self.mismatches.append(mismatch)
+        part = await self.inner.add(with_logprobs(datums, recomputed))
+        return replace(part, mismatch=mismatch)
+
+    async def finish(self) -> ForwardBackwardResult:
+        """The inner result with the sampler-vs-trainer mismatch of every part."""
+        result = await self.inner.finish()
+        return replace(result, mismatch=merge_mismatch(self.mismatches))
+
+    async def abort(self) -> None:
+        """The inner abort."""
+        await self.inner.abort()

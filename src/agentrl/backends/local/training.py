@@ -3,7 +3,9 @@
 Normalisation: the summed per-token loss of every micro-batch is divided by the divisor of
 the *whole* call (`agentrl.losses.loss_divisor`: trained tokens by default, or datums, or a
 constant), so the accumulated gradient equals that of one big batch whatever the micro-batch
-size (see docs/backends.md). A datum is never split across micro-batches.
+size (see docs/backends.md). A datum is never split across micro-batches. With
+`normalisation="sum"` the divisor is 1: a streamed batch (`agentrl.backends.local.streaming`)
+accumulates such sums part by part and divides by the whole batch's divisor at the end.
 
 KL penalty: the reference policy is the same model with the LoRA adapter disabled (peft's
 `disable_adapter()` context, no gradient): no second copy of the weights, one extra forward
@@ -24,7 +26,13 @@ from agentrl.backends.mismatch import logprob_mismatch
 from agentrl.datums import Datum
 from agentrl.losses import loss_divisor, policy_loss_sum
 
-__all__ = ["Normalisation", "micro_batches", "run_forward_backward", "validate_datums"]
+__all__ = [
+    "Normalisation",
+    "batch_totals",
+    "micro_batches",
+    "run_forward_backward",
+    "validate_datums",
+]
 
 Normalisation = Literal["tokens", "sum"]
 
@@ -51,6 +59,13 @@ def validate_datums(datums: Sequence[Datum], vocab_size: int, max_length: int) -
         for name in ("logprobs", "advantages", "mask"):
             if not np.all(np.isfinite(getattr(datum, name))):
                 raise ValueError(f"datum {index}: {name} contains NaN or inf")
+
+
+def batch_totals(datums: Sequence[Datum]) -> tuple[float, int]:
+    """(trained tokens, datums with a trained token): what `loss_divisor` takes."""
+    total_tokens = float(sum(d.mask.sum() for d in datums))
+    sequences = sum(1 for d in datums if d.mask.sum() > 0)
+    return total_tokens, sequences
 
 
 def micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
@@ -105,8 +120,7 @@ def run_forward_backward(
 ) -> ForwardBackwardResult:
     """Accumulate gradients of `loss` over `datums` into the trainable parameters."""
     validate_datums(datums, engine.vocab_size, engine.max_positions)
-    total_tokens = float(sum(d.mask.sum() for d in datums))
-    sequences = sum(1 for d in datums if d.mask.sum() > 0)
+    total_tokens, sequences = batch_totals(datums)
     divisor = loss_divisor(config, total_tokens, sequences) if normalisation == "tokens" else 1.0
     device = engine.device
     names = ("loss", "ratio", "clipped", "approx_kl", "kl_ref", "tis_weight")

@@ -1,0 +1,99 @@
+"""`LocalGradientStream`: one batch's gradient from parts, rescaled once at the end.
+
+`run_forward_backward` divides every micro-batch's summed loss by the divisor of its call
+(`agentrl.losses.loss_divisor`). A streamed batch cannot know the whole batch's divisor when
+its first part arrives, so each part is run with `normalisation="sum"` (divisor 1: the
+gradient of `sum_t mask_t * c_t * l_t`, with `c_t = 1 / |datum|` under `sequence`), its trained
+tokens and datums are counted, and `finish` divides the accumulated gradients by
+`loss_divisor(config, all tokens, all datums)` before the optimizer step. The step then sees
+
+    sum over parts of grad(sum_t c_t l_t) / D  ==  grad(sum over the batch of c_t l_t) / D
+
+i.e. the gradient of one call over the whole batch, up to float rounding (tested).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName
+from agentrl.backends.local.training import batch_totals, run_forward_backward
+from agentrl.backends.streaming import merge_results
+from agentrl.datums import Datum
+from agentrl.losses import loss_divisor
+
+if TYPE_CHECKING:
+    from agentrl.backends.local.backend import LocalBackend
+
+__all__ = ["LocalGradientStream"]
+
+
+class LocalGradientStream:
+    """The `GradientStream` of a `LocalBackend` (see the module docstring)."""
+
+    def __init__(self, backend: LocalBackend, loss: LossName, config: LossConfig) -> None:
+        self.backend = backend
+        self.loss = LossName(loss)
+        self.config = config
+        self.parts: list[ForwardBackwardResult] = []
+        self.tokens = 0.0
+        """Trained tokens of the parts so far."""
+        self.sequences = 0
+        """Datums with a trained token so far."""
+        self._finished = False
+
+    async def add(self, datums: Sequence[Datum]) -> ForwardBackwardResult:
+        """Accumulate the summed-loss gradient of `datums` (no divisor yet)."""
+        return await asyncio.to_thread(self._add, list(datums))
+
+    def _add(self, datums: list[Datum]) -> ForwardBackwardResult:
+        if self._finished:
+            raise RuntimeError("this gradient stream is finished; open a new one per batch")
+        engine = self.backend.engine
+        with engine.lock:
+            part = run_forward_backward(
+                engine,
+                datums,
+                self.loss,
+                self.config,
+                micro_batch_tokens=self.backend.micro_batch_tokens,
+                normalisation="sum",
+            )
+        tokens, sequences = batch_totals(datums)
+        self.tokens += tokens
+        self.sequences += sequences
+        self.parts.append(part)
+        return part
+
+    def divisor(self) -> float:
+        """The whole batch's divisor (1 for a backend built with `normalisation="sum"`)."""
+        if self.backend.normalisation != "tokens":
+            return 1.0
+        return loss_divisor(self.config, self.tokens, self.sequences)
+
+    async def finish(self) -> ForwardBackwardResult:
+        """Divide the accumulated gradients by the batch's divisor; the batch's result."""
+        return await asyncio.to_thread(self._finish)
+
+    def _finish(self) -> ForwardBackwardResult:
+        if self._finished or not self.parts:
+            raise RuntimeError("finish() needs an open stream with at least one part")
+        self._finished = True
+        divisor = self.divisor()
+        with self.backend.engine.lock:
+            for param in self.backend.trainable_parameters():
+                if param.grad is not None:
+                    param.grad.div_(divisor)
+        loss_sum = sum(p.metrics["loss_sum"] for p in self.parts)
+        return merge_results(self.parts, loss=loss_sum / divisor)
+
+    async def abort(self) -> None:
+        """Zero the gradients the parts accumulated (the weights never changed)."""
+        await asyncio.to_thread(self._abort)
+
+    def _abort(self) -> None:
+        self._finished = True
+        with self.backend.engine.lock:
+            self.backend.engine.model.zero_grad(set_to_none=True)
