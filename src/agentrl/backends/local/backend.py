@@ -39,10 +39,12 @@ STATE_DIR = "state"
 SAMPLER_DIR = "sampler"
 OPTIMIZER_FILE = "optimizer.pt"
 META_FILE = "agentrl_state.json"
+FULL_WEIGHTS_FILE = "model.pt"
+"""The weights of a full fine-tuning checkpoint (a torch state dict)."""
 
 
 class LocalBackend:
-    """LoRA training and sampling on one local device (CPU or CUDA)."""
+    """LoRA (or, with `full_finetune=True`, full) training and sampling on one local device."""
 
     def __init__(
         self,
@@ -57,8 +59,10 @@ class LocalBackend:
         normalisation: Normalisation = "tokens",
         kv_cache_gib: float | None = None,
         max_batch_rows: int = 64,
+        full_finetune: bool = False,
     ) -> None:
-        """Wrap `model` (a transformers causal LM) with fresh LoRA adapters."""
+        """Wrap `model` (a transformers causal LM) with fresh LoRA adapters, or train all of
+        its weights with `full_finetune=True` (e.g. a small model trained from scratch)."""
         self.device = select_device(device)
         self.lora = lora or LoraSpec()
         self.tokenizer = tokenizer
@@ -66,7 +70,11 @@ class LocalBackend:
         self.micro_batch_tokens = micro_batch_tokens
         self.normalisation: Normalisation = normalisation
         model = model.to(self.device)
-        peft_model = apply_lora(model, self.lora, seed=seed)
+        self.full_finetune = full_finetune
+        if full_finetune:
+            peft_model = model.requires_grad_(True)
+        else:
+            peft_model = apply_lora(model, self.lora, seed=seed)
         eos = _eos_ids(tokenizer, model)
         self.engine = ModelEngine(peft_model.eval(), device=self.device, default_stop_tokens=eos)
         self._sampler = LocalSampler(
@@ -174,7 +182,7 @@ class LocalBackend:
         return self._optimizer
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
-        """The LoRA parameters, in a stable order."""
+        """The trained parameters (LoRA, or every weight), in a stable order."""
         return [p for _, p in sorted(self.engine.model.named_parameters()) if p.requires_grad]
 
     async def save(self, name: str) -> CheckpointRef:
@@ -188,12 +196,17 @@ class LocalBackend:
         tmp = self.checkpoint_dir / f".{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         with self.engine.lock:
-            for sub in (SAMPLER_DIR, STATE_DIR):
+            for sub in (SAMPLER_DIR, STATE_DIR) if self.full_finetune else ():
+                (tmp / sub).mkdir(parents=True)
+                torch.save(self.engine.model.state_dict(), tmp / sub / FULL_WEIGHTS_FILE)
+            for sub in () if self.full_finetune else (SAMPLER_DIR, STATE_DIR):
                 # The base embeddings are frozen: never copy them into the adapter files.
                 self.engine.model.save_pretrained(str(tmp / sub), save_embedding_layers=False)
             if self._optimizer is not None:
                 torch.save(self._optimizer.state_dict(), tmp / STATE_DIR / OPTIMIZER_FILE)
-            meta = {"steps": self.steps, "lora": self.lora.modules(), "rank": self.lora.rank}
+            meta: dict[str, object] = {"steps": self.steps, "full_finetune": self.full_finetune}
+            if not self.full_finetune:
+                meta.update(lora=self.lora.modules(), rank=self.lora.rank)
             (tmp / STATE_DIR / META_FILE).write_text(json.dumps(meta, indent=2))
         if final.exists():
             shutil.rmtree(final)
@@ -212,7 +225,14 @@ class LocalBackend:
         """Load adapter weights only (a `sampler_path`), e.g. to evaluate a checkpoint."""
         await asyncio.to_thread(self._load, Path(path), False)
 
-    def _load(self, path: Path, with_optimizer: bool) -> None:
+    def _load_weights(self, path: Path) -> None:
+        if self.full_finetune:
+            weights = path / FULL_WEIGHTS_FILE
+            if not weights.is_file():
+                raise FileNotFoundError(f"{weights} not found: not a full fine-tuning checkpoint")
+            state = torch.load(weights, map_location=self.device, weights_only=True)
+            self.engine.model.load_state_dict(state)
+            return
         peft = require("peft", "local")
         safetensors = require("safetensors.torch", "local")
         weights = path / "adapter_model.safetensors"
@@ -220,12 +240,15 @@ class LocalBackend:
             raise FileNotFoundError(
                 f"{weights} not found: pass the state_path/sampler_path of a CheckpointRef"
             )
+        state = safetensors.load_file(str(weights), device=str(self.device))
+        result = peft.set_peft_model_state_dict(self.engine.model, state)
+        unexpected = list(getattr(result, "unexpected_keys", []))
+        if unexpected:
+            raise ValueError(f"{weights}: adapter does not fit this model ({unexpected[:3]})")
+
+    def _load(self, path: Path, with_optimizer: bool) -> None:
         with self.engine.lock:
-            state = safetensors.load_file(str(weights), device=str(self.device))
-            result = peft.set_peft_model_state_dict(self.engine.model, state)
-            unexpected = list(getattr(result, "unexpected_keys", []))
-            if unexpected:
-                raise ValueError(f"{weights}: adapter does not fit this model ({unexpected[:3]})")
+            self._load_weights(path)
             if with_optimizer:
                 meta_file = path / META_FILE
                 if meta_file.is_file():
