@@ -29,8 +29,13 @@ import numpy as np
 from agentrl.backends.base import AdamParams, LossConfig, LossName, Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
 from agentrl.datums import trajectory_to_datum
-from agentrl.envs.toy.fetch import fetch_group_factory, fetch_tasks, random_valid_success
-from agentrl.envs.toy.plain import PlainCommands, uniform_command_policy
+from agentrl.envs.toy.fetch import (
+    FetchCommands,
+    fetch_group_factory,
+    fetch_tasks,
+    random_valid_success,
+)
+from agentrl.envs.toy.plain import uniform_command_policy
 from agentrl.metrics import UpdateMetrics
 from agentrl.rollout import RolloutConfig, rollout_batch
 from agentrl.types import TaskInfo, TrajectoryGroup
@@ -77,9 +82,9 @@ class LearningSetup:
     eval_games: int = 48
     eval_samples: int = 4
     eval_every: int = 5
-    demos: int = 1024
+    demos: int = 256
     """Demonstrations of the random valid policy (warm start)."""
-    sft_steps: int = 240
+    sft_steps: int = 60
     sft_batch: int = 32
     sft_learning_rate: float = 3e-3
     seed: int = 0
@@ -181,7 +186,7 @@ async def _rollouts(
         env_factory=fetch_group_factory(setup.objects, setup.receptacles, setup.max_steps),
         sampler=sampler,
         renderer=ChatRenderer(tokenizer),
-        protocol=PlainCommands(),
+        protocol=FetchCommands(),
         config=config,
         max_concurrent_groups=len(tasks),
     )
@@ -340,7 +345,7 @@ async def run_learning(
         env_factory=fetch_group_factory(setup.objects, setup.receptacles, setup.max_steps),
         tasks=train_tasks,
         renderer=ChatRenderer(tokenizer),
-        protocol=PlainCommands(),
+        protocol=FetchCommands(),
         sinks=_NullSink(),
         progress=False,
     )

@@ -1,13 +1,16 @@
 """A toy task that must be *read* to be won: fetch the named object and put it in the named bin.
 
-The first observation states the goal (`Your task is to: put the mug 1 in the basket 1.`), and
-the observation after the take restates it. A table holds the goal
+Every observation ends with the goal (`Your task is to: put the mug 1 in the basket 1.`), and
+`FetchCommands` shows it last, after the actions, right before the reply. A table holds the goal
 object and distractor objects; there are several receptacles. Step 1 is one of
 `take OBJECT` (one per object on the table, in a per-game shuffled order); step 2 is one of
 `put OBJECT in RECEPTACLE`. The episode ends with the put: it is won only when both the object
 and the receptacle are the ones the goal names. A uniformly random *valid* policy therefore
 wins `1 / (objects * receptacles)` of the episodes (11% with the default 3 x 3), and nothing but
-the goal sentence tells the two apart. Every game is fully determined by its seed.
+the goal sentence tells the two apart. The names are always the first `objects` objects and
+`receptacles` receptacles (in a per-game order): a small model learns to write valid commands
+from a few demonstrations, and what it must learn by RL is to read the goal. Every game is
+fully determined by its seed.
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentrl.env import EnvGroupFactory
 from agentrl.envs.toy.env import OBJECTS
-from agentrl.types import EnvStep, TaskInfo
+from agentrl.envs.toy.plain import ACTIONS_HEADING, PlainCommands
+from agentrl.tools import ToolResult
+from agentrl.types import EnvStep, Message, TaskInfo, TurnStatus
 
 __all__ = [
     "FETCH_RECEPTACLES",
+    "FetchCommands",
     "FetchEnvGroup",
     "FetchTask",
     "fetch_group_factory",
@@ -62,8 +68,8 @@ def fetch_task(seed: int, objects: int = 3, receptacles: int = 3) -> FetchTask:
             f"got {objects} and {receptacles}"
         )
     rng = random.Random(seed)
-    items = tuple(f"{o} 1" for o in rng.sample(OBJECTS, objects))
-    places = tuple(f"{r} 1" for r in rng.sample(FETCH_RECEPTACLES, receptacles))
+    items = tuple(f"{o} 1" for o in rng.sample(OBJECTS[:objects], objects))
+    places = tuple(f"{r} 1" for r in rng.sample(FETCH_RECEPTACLES[:receptacles], receptacles))
     return FetchTask(
         goal=rng.choice(items), target=rng.choice(places), objects=items, receptacles=places
     )
@@ -164,7 +170,8 @@ class FetchEnvGroup:
     def _transition(self, branch: _Branch, action: str) -> tuple[_Branch, str, bool]:
         steps = branch.steps + 1
         if action not in self._actions(branch):
-            return _Branch(branch.held, steps), "Nothing happens.", False
+            seen = f"Nothing happens. Your task is to: {self._game.description}"
+            return _Branch(branch.held, steps), seen, False
         if branch.held is None:
             obj = action.removeprefix("take ")
             seen = f"You pick up the {obj}. Your task is to: {self._game.description}"
@@ -182,8 +189,8 @@ class FetchEnvGroup:
         self._check_open()
         game = self._game
         intro = (
-            f"Your task is to: {game.description} On the table you see: "
-            f"{', '.join(game.objects)}. Nearby: {', '.join(game.receptacles)}."
+            f"On the table you see: {', '.join(game.objects)}. "
+            f"Nearby: {', '.join(game.receptacles)}. Your task is to: {game.description}"
         )
         self._branches = [_Branch()] * self._size
         self._steps = [self._record(_Branch(), intro, True)] * self._size
@@ -211,6 +218,39 @@ class FetchEnvGroup:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("FetchEnvGroup is closed")
+
+
+class FetchCommands(PlainCommands):
+    """The plain-command protocol with the actions listed *before* the observation, so every
+    message ends with the goal sentence, next to the reply that must act on it."""
+
+    system_prompt = "Reply with the one command, copied from the actions, that does the task."
+
+    def initial_messages(
+        self, task: TaskInfo, first_step: EnvStep, max_env_steps: int
+    ) -> list[Message]:
+        """Step counter, actions, then the observation (which ends with the goal)."""
+        lines = [f"Step 0 of {max_env_steps}.", *self._listed(first_step)]
+        lines.append(f"Observation:\n{first_step.observation.strip()}")
+        return [
+            Message(role="system", content=self.system_prompt),
+            Message(role="user", content="\n".join(lines)),
+        ]
+
+    def tool_message(self, result: ToolResult) -> Message:
+        """Status, step counter, actions (unless finished), then the observation."""
+        message = super().tool_message(result)
+        lines = message.content.split("\n")[:2]
+        if result.status not in (TurnStatus.WON, TurnStatus.ENDED):
+            lines.extend(self._listed(result.step))
+        if result.status is not TurnStatus.INVALID_FORMAT:
+            lines.append(f"Observation:\n{result.step.observation.strip()}")
+        return replace(message, content="\n".join(lines))
+
+    @staticmethod
+    def _listed(step: EnvStep) -> list[str]:
+        actions = list(step.admissible_actions)
+        return [ACTIONS_HEADING, *actions] if actions else []
 
 
 def fetch_group_factory(
