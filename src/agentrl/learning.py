@@ -84,7 +84,7 @@ class LearningSetup:
     eval_every: int = 5
     demos: int = 256
     """Demonstrations of the random valid policy (warm start)."""
-    sft_steps: int = 60
+    sft_steps: int = 150
     sft_batch: int = 32
     sft_learning_rate: float = 3e-3
     seed: int = 0
