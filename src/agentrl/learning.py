@@ -11,8 +11,8 @@ template, the rollout engine, `WinMinusInvalid` rewards, the configured advantag
 A random model never writes a command, so the run starts with a few supervised steps on
 demonstrations of a *uniformly random valid* policy: after them the model writes valid
 commands at about the random policy's success rate (`success_before`), and only the reward can
-teach it to pick the object and receptacle the goal names. Held-out success is measured on
-games never trained on (other seeds), sampled at temperature 1 with a fixed seed.
+teach it to pick what the goal names. Held-out success is measured on games never trained on
+(other seeds), sampled at temperature 1 from the backend's seeded random stream.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from agentrl.envs.toy.fetch import (
     random_valid_success,
 )
 from agentrl.envs.toy.plain import uniform_command_policy
+from agentrl.learning_tokenizer import fetch_tokenizer
 from agentrl.metrics import UpdateMetrics
 from agentrl.rollout import RolloutConfig, rollout_batch
 from agentrl.types import TaskInfo, TrajectoryGroup
@@ -67,15 +68,15 @@ class LearningSetup:
     group_size: int = 8
     learning_rate: float = 2e-3
     estimator: str = "group_mean"
-    full_finetune: bool = True
+    full_finetune: bool = False
     """Train every weight of the tiny model (else LoRA of `lora_rank`)."""
     lora_rank: int = 32
     hidden_size: int = 64
     layers: int = 2
     rope_theta: float = 10_000.0
     """Qwen3's 1e6 leaves a 16-dim head almost no positional signal over a 200-token prompt."""
-    objects: int = 3
-    receptacles: int = 3
+    objects: int = 4
+    receptacles: int = 1
     max_steps: int = 3
     """Replies per episode (one more than a win needs, so one bad reply is survivable)."""
     train_games: int = 2048
@@ -86,7 +87,7 @@ class LearningSetup:
     """Demonstrations of the random valid policy (warm start)."""
     sft_steps: int = 150
     sft_batch: int = 32
-    sft_learning_rate: float = 3e-3
+    sft_learning_rate: float = 5e-3
     seed: int = 0
 
 
@@ -155,8 +156,9 @@ async def held_out_success(
     started: float | None = None,
     update: int = 0,
 ) -> EvalPoint:
-    """Success of `sampler` on the held-out fetch games (temperature 1, fixed seed)."""
-    groups = await _rollouts(sampler, tokenizer, setup, _held_out(setup), setup.eval_samples, 123)
+    """Success of `sampler` on the held-out fetch games (temperature 1, the sampler's own
+    seeded stream: a fixed per-request seed would give every game the same random draws)."""
+    groups = await _rollouts(sampler, tokenizer, setup, _held_out(setup), setup.eval_samples, None)
     return _summary(update, groups, started if started is not None else time.perf_counter())
 
 
@@ -194,73 +196,6 @@ async def _rollouts(
 
 MAX_REPLY_TOKENS = 12
 MAX_TRAJECTORY_TOKENS = 1024
-
-
-def _corpus(setup: LearningSetup, games: int = 96) -> list[str]:
-    """Rendered conversations of random valid play (Qwen's template), the tokenizer's corpus."""
-    import asyncio
-
-    from agentrl.testing import PolicySampler
-    from agentrl.tokenizer import build_qwen_tokenizer
-
-    qwen: Any = build_qwen_tokenizer()
-    tasks = fetch_tasks(games, DEMO_SEED + 50_000, "train", setup.objects, setup.receptacles)
-    sampler = PolicySampler(qwen, uniform_command_policy(1))
-
-    async def play() -> list[TrajectoryGroup]:
-        return await _rollouts(sampler, qwen, setup, tasks, 1, None)
-
-    texts = []
-    for group in asyncio.run(play()):
-        for trajectory in group.trajectories:
-            last = trajectory.turns[-1]
-            texts.append(qwen.decode([*last.prompt_tokens, *last.completion_tokens]))
-            if last.tool_message is not None:
-                texts.append(last.tool_message.content)
-    return texts
-
-
-def fetch_tokenizer(setup: LearningSetup | None = None, vocab_size: int = 600) -> Any:
-    """A small byte-level BPE tokenizer of the project's own, trained offline (here, in about a
-    second) on rendered fetch conversations, with Qwen's pre-tokenizer, added tokens and the
-    project's Qwen3-style chat template: any text encodes, and the vocabulary is ~250x smaller
-    than Qwen's, which is what makes a from-scratch model cheap on a CPU. Deterministic."""
-    from agentrl._optional import require
-    from agentrl.tokenizer import QWEN_CHAT_TEMPLATE, QWEN_PRETOKENIZE_PATTERN, QWEN_SPECIAL_TOKENS
-
-    tokenizers = require("tokenizers", "local", "the fetch tokenizer")
-    transformers = require("transformers", "local", "the fetch tokenizer")
-    texts = _corpus(setup or LearningSetup())
-    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
-    tok.normalizer = tokenizers.normalizers.NFC()
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.Sequence(
-        [
-            tokenizers.pre_tokenizers.Split(
-                tokenizers.Regex(QWEN_PRETOKENIZE_PATTERN), behavior="isolated", invert=False
-            ),
-            tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tok.decoder = tokenizers.decoders.ByteLevel()
-    tok.post_processor = tokenizers.processors.ByteLevel(trim_offsets=False)
-    special = [t.content for t in QWEN_SPECIAL_TOKENS]
-    trainer = tokenizers.trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=special,
-        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=[t.content for t in QWEN_SPECIAL_TOKENS[1:] if t.special],
-        chat_template=QWEN_CHAT_TEMPLATE,
-        model_max_length=32_768,
-        clean_up_tokenization_spaces=False,
-        split_special_tokens=False,
-    )
 
 
 def _backend(setup: LearningSetup, tokenizer: Any, run_dir: Path) -> Any:
