@@ -37,12 +37,13 @@ Run = dict[str, Any]
 """One run's JSON result (an `agentrl.learning.LearningResult`)."""
 
 ESTIMATORS = ("group_mean", "group_normalized", "leave_one_out", "gigpo")
-SIZES = ("benchmark", "test", "demo")
+SIZES = ("benchmark", "test", "demo", "smoke")
 
 
 def _setup(size: str, estimator: str, seed: int, updates: int | None) -> LearningSetup:
 
-    base = {"benchmark": learning.BENCHMARK, "test": learning.TEST, "demo": learning.DEMO}[size]
+    presets = {"benchmark": learning.BENCHMARK, "test": learning.TEST, "demo": learning.DEMO}
+    base = presets.get(size, learning.SMOKE)
     chosen = replace(base, estimator=estimator, seed=seed)
     return replace(chosen, updates=updates) if updates else chosen
 

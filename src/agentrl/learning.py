@@ -44,6 +44,7 @@ from agentrl.types import TaskInfo, TrajectoryGroup
 __all__ = [
     "BENCHMARK",
     "DEMO",
+    "SMOKE",
     "TEST",
     "EvalPoint",
     "LearningResult",
@@ -96,7 +97,20 @@ BENCHMARK = LearningSetup()
 TEST = LearningSetup(updates=30)
 """The fast learning test (`tests/test_learning.py`)."""
 DEMO = LearningSetup(updates=30)
-"""The first phase of `agentrl demo`."""
+"""The first phase of `agentrl demo --size learning`."""
+SMOKE = LearningSetup(
+    updates=2,
+    games_per_batch=2,
+    group_size=2,
+    train_games=8,
+    eval_games=2,
+    eval_samples=2,
+    eval_every=1,
+    demos=4,
+    sft_steps=2,
+    sft_batch=4,
+)
+"""Plumbing only (seconds): the smoke tests of the benchmark script and the demo phase."""
 
 
 @dataclass(frozen=True)
