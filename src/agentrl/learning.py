@@ -95,7 +95,7 @@ class LearningSetup:
 BENCHMARK = LearningSetup()
 """`benchmarks/learning.py`: one run per estimator and seed."""
 TEST = LearningSetup(updates=30)
-"""The fast learning test (`tests/test_learning.py`)."""
+"""The learning test (`tests/test_learning_wins.py`; slow and xfail until a setting wins)."""
 DEMO = LearningSetup(updates=30)
 """The first phase of `agentrl demo --size learning`."""
 SMOKE = LearningSetup(
