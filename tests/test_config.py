@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from agentrl import recipe
 from agentrl.advantages import GiGPO, GroupMean, GroupNormalized, LeaveOneOut
-from agentrl.backends.base import LossName
+from agentrl.backends.base import LossName, MaskMode
 from agentrl.config import (
     BackendName,
     EstimatorName,
@@ -20,7 +21,7 @@ from agentrl.config import (
 )
 from agentrl.rewards import WinMinusInvalid
 from agentrl.testing import synthetic_trajectory
-from agentrl.types import TurnStatus
+from agentrl.types import CutReply, StepCounting, TurnStatus
 
 
 def test_train_defaults_are_the_published_recipe() -> None:
@@ -45,6 +46,28 @@ def test_train_defaults_are_the_published_recipe() -> None:
     assert c.estimator is EstimatorName.GROUP_MEAN
     params = c.sampling_params(stop_tokens=(7,))
     assert (params.max_tokens, params.stop_tokens, params.seed) == (2048, (7,), 42)
+    # the recipe's loop and its service-side loss normalisation
+    assert c.step_counting is StepCounting.TURNS and c.cut_reply is CutReply.CONTINUE
+    assert c.mask_mode is MaskMode.ZERO_ADVANTAGE and c.remote_recovery is True
+    rollout = recipe.rollout_config_for(c, c.group_size, params)
+    assert (rollout.step_counting, rollout.cut_reply) == (StepCounting.TURNS, CutReply.CONTINUE)
+
+
+def test_turn_semantics_options_from_the_command_line() -> None:
+    import argparse
+
+    from agentrl.cli_args import add_config_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, TrainConfig)
+    args = parser.parse_args(
+        ["--step-counting", "env_calls", "--cut-reply", "end", "--mask-mode", "ignore_index"]
+    )
+    c = config_from_args(TrainConfig, args)
+    assert c.step_counting is StepCounting.ENV_CALLS and c.cut_reply is CutReply.END
+    assert c.mask_mode is MaskMode.IGNORE_INDEX
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--cut-reply", "stop"])
 
 
 def test_eval_defaults_are_the_published_evaluation(tmp_path: Path) -> None:

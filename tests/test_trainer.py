@@ -79,6 +79,11 @@ async def test_updates_train_log_and_checkpoint(
             m.timings
         )
         assert "grad_norm" in m.backend
+        # the sampler-vs-trainer mismatch of every trained update, for every sink (large here:
+        # the scripted policy's logprobs are synthetic, not the model's)
+        assert m.sampler_kl is not None and m.sampler_kl > 0.0
+        assert m.logprob_diff_max is not None and m.logprob_diff_max > 0.0
+        assert "train/sampler_kl" in m.as_flat(prefix="train")
     assert "save" in result.metrics[-1].timings
     after = _lora(inner)
     assert any(not bool((before[k] == after[k]).all()) for k in before)

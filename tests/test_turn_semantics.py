@@ -166,7 +166,7 @@ def test_invalid_format(case: Case, qwen_tokenizer: Any, counting: StepCounting)
     first = t.turns[0]
     assert first.status is TurnStatus.INVALID_FORMAT and first.invalid and first.env_step is None
     text = _tool_text(t, 0)
-    assert text.startswith("Status: invalid tool-call format (no <tool_call> found")
+    assert text.startswith("Status: invalid tool-call format (no tool call found")
     assert "Observation:" not in text and "Available actions" in text
     used = 1 if counting is StepCounting.TURNS else 0
     assert f"Step {used} of 50." in text

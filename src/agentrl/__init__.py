@@ -17,8 +17,10 @@ from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
     ForwardBackwardResult,
+    KLEstimator,
     LossConfig,
     LossName,
+    LossNormalisation,
     Sampler,
     SamplingParams,
     TrainingBackend,
@@ -26,12 +28,24 @@ from agentrl.backends.base import (
 from agentrl.chat import ChatRenderer, ChatTemplateError, HistoryRewriteError
 from agentrl.config import EvalConfig, TrainConfig
 from agentrl.datums import Datum, build_datums, trajectory_to_datum
-from agentrl.env import EnvGroup, EnvGroupFactory
+from agentrl.env import EnvAction, EnvGroup, EnvGroupFactory, command_of
 from agentrl.evaluation import EvalOutcome, evaluate, evaluate_tasks, model_player
 from agentrl.rewards import RewardFn, WinMinusInvalid
 from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
 from agentrl.tool_calls import parse_tool_call
-from agentrl.tools import CommandTool, StatusTexts, ToolProtocol, ToolResult
+from agentrl.tools import (
+    CommandTool,
+    FunctionEnv,
+    FunctionEnvGroup,
+    FunctionTool,
+    FunctionTools,
+    StatusTexts,
+    ToolArgumentError,
+    ToolProtocol,
+    ToolResult,
+    function_env_factory,
+    tool,
+)
 from agentrl.trainer import Trainer, TrainResult
 from agentrl.types import (
     Completion,
@@ -64,19 +78,26 @@ __all__ = [
     "Completion",
     "CompletionStop",
     "Datum",
+    "EnvAction",
     "EnvGroup",
     "EnvGroupFactory",
     "EnvStep",
     "EvalConfig",
     "EvalOutcome",
     "ForwardBackwardResult",
+    "FunctionEnv",
+    "FunctionEnvGroup",
+    "FunctionTool",
+    "FunctionTools",
     "GroupAdvantages",
     "GroupMean",
     "GroupNormalized",
     "HistoryRewriteError",
+    "KLEstimator",
     "LeaveOneOut",
     "LossConfig",
     "LossName",
+    "LossNormalisation",
     "Message",
     "ParseError",
     "ParseErrorKind",
@@ -89,6 +110,7 @@ __all__ = [
     "StopReason",
     "TaskInfo",
     "TokenCounts",
+    "ToolArgumentError",
     "ToolCall",
     "ToolProtocol",
     "ToolResult",
@@ -103,11 +125,14 @@ __all__ = [
     "WinMinusInvalid",
     "__version__",
     "build_datums",
+    "command_of",
     "evaluate",
     "evaluate_tasks",
+    "function_env_factory",
     "model_player",
     "parse_tool_call",
     "rollout_batch",
     "rollout_group",
+    "tool",
     "trajectory_to_datum",
 ]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrl.backends.base import CheckpointRef
+from agentrl.backends.errors import CheckpointError
 from agentrl.config import TrainConfig
 
 __all__ = [
@@ -60,8 +61,8 @@ class CheckpointInfo:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return cls(**{name: data[name] for name in cls.__dataclass_fields__})
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: not an agentrl checkpoint record ({exc})") from exc
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            raise CheckpointError(path, f"not an agentrl checkpoint record ({exc})") from exc
 
 
 def latest_checkpoint(run_dir: Path) -> CheckpointInfo | None:

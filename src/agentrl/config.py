@@ -16,13 +16,22 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentrl.advantages import AdvantageEstimator
-from agentrl.backends.base import AdamParams, LossConfig, LossName, MaskMode, SamplingParams
+from agentrl.backends.base import (
+    AdamParams,
+    KLEstimator,
+    LossConfig,
+    LossName,
+    LossNormalisation,
+    MaskMode,
+    SamplingParams,
+)
 from agentrl.registry import EstimatorOptions, RewardOptions, make_estimator, make_reward
 from agentrl.rewards import RewardFn
 from agentrl.types import CutReply, StepCounting
 
 __all__ = [
     "BackendName",
+    "BehaviourLogprobs",
     "CommonConfig",
     "EnvEngine",
     "EnvName",
@@ -31,9 +40,19 @@ __all__ = [
     "EvalPolicy",
     "EvalSplit",
     "RewardName",
+    "SamplerName",
+    "StalePolicy",
     "SwanLabMode",
     "TrainConfig",
+    "WandbMode",
 ]
+
+
+def _must_not_be(path: Path, kind: str, wanted: str) -> None:
+    """Refuse a path that exists as the wrong kind ("is a file, not a folder")."""
+    wrong = path.is_file() if kind == "file" else path.is_dir()
+    if wrong:
+        raise ValueError(f"{path} is a {kind}, not {wanted}")
 
 
 class BackendName(StrEnum):
@@ -68,11 +87,47 @@ class SwanLabMode(StrEnum):
     DISABLED = "disabled"
 
 
+class WandbMode(StrEnum):
+    """Weights & Biases tracking modes (`disabled` logs nothing to W&B; JSONL is always written)."""
+
+    ONLINE = "online"
+    OFFLINE = "offline"
+    DISABLED = "disabled"
+
+
+class SamplerName(StrEnum):
+    """Who samples on the local backend (training is always torch + peft)."""
+
+    BUILTIN = "builtin"
+    """The local backend's own transformers loop with KV-cache reuse."""
+    VLLM = "vllm"
+    """vLLM's async engine (prefix caching, LoRA per request; `pip install 'agentrl[vllm]'`)."""
+
+
+class BehaviourLogprobs(StrEnum):
+    """Which logprobs of the sampled tokens the PPO ratio divides by."""
+
+    SAMPLER = "sampler"
+    """The sampler's own logprobs (the recipe)."""
+    TRAINER = "trainer"
+    """The trainer's recomputed logprobs of the same weights before the update."""
+
+
+class StalePolicy(StrEnum):
+    """What off-policy pipelining does with a group sampled more than k updates ago."""
+
+    DROP = "drop"
+    """Leave it out of the update (the update trains on fewer groups)."""
+    RESAMPLE = "resample"
+    """Play the same game again with the newest sampler, in place of the stale group."""
+
+
 class EnvName(StrEnum):
     """Environments the command line can build (Python users pass any `EnvGroupFactory`)."""
 
     ALFWORLD = "alfworld"
     TOY = "toy"
+    PYCODE = "pycode"
 
 
 class EnvEngine(StrEnum):
@@ -102,12 +157,15 @@ class EvalPolicy(StrEnum):
 
     MODEL = "model"
     PLANNER = "planner"
+    SOLVER = "solver"
 
 
 class CommonConfig(BaseModel):
     """Knobs shared by training and evaluation."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False
+    )
 
     base_model: str = Field(
         "Qwen/Qwen3.5-4B",
@@ -144,6 +202,12 @@ class CommonConfig(BaseModel):
     env_engine: EnvEngine = Field(
         EnvEngine.FAST, description="ALFWorld environment engine: fast (default) or textworld"
     )
+    env_workers: int | None = Field(
+        None,
+        ge=0,
+        description="persistent ALFWorld worker processes shared by all groups and updates "
+        "(default: one per CPU; 0: a fresh worker process per group)",
+    )
     max_episode_steps: int = Field(50, ge=1, description="maximum env steps per trajectory")
     step_counting: StepCounting = Field(
         StepCounting.TURNS,
@@ -171,6 +235,9 @@ class CommonConfig(BaseModel):
     invalid_penalty: float = Field(
         0.1, ge=0.0, description="reward penalty per invalid action (format or not admissible)"
     )
+    call_penalty: float = Field(
+        0.0, ge=0.0, description="pycode: reward penalty per run_python call (0: the recipe)"
+    )
     reward: RewardName = Field(RewardName.WIN_MINUS_INVALID, description="reward function")
     swanlab_mode: SwanLabMode = Field(
         SwanLabMode.DISABLED, description="SwanLab tracking: online, offline, local or disabled"
@@ -180,7 +247,20 @@ class CommonConfig(BaseModel):
         64, ge=1, description="pytrio/tinker: sampling requests in flight at once"
     )
     experiment_name: str | None = Field(
-        None, description="run name in SwanLab and logs (default: derived from the output path)"
+        None,
+        description="run name in SwanLab, W&B and logs (default: derived from the output path)",
+    )
+    # -- W&B and the vLLM sampler (issue 16) --
+    wandb_mode: WandbMode = Field(
+        WandbMode.DISABLED, description="Weights & Biases tracking: online, offline or disabled"
+    )
+    wandb_project: str = Field("agentrl", min_length=1, description="W&B project name")
+    sampler: SamplerName = Field(
+        SamplerName.BUILTIN,
+        description="local backend: who samples: builtin (transformers loop) or vllm",
+    )
+    vllm_gpu_memory_utilization: float = Field(
+        0.5, gt=0.0, le=1.0, description="vllm sampler: fraction of GPU memory vLLM may take"
     )
 
     @field_validator("chat_template")
@@ -206,6 +286,13 @@ class CommonConfig(BaseModel):
             raise ValueError(f"device must be auto, cpu, mps, cuda or cuda:N, got {value!r}")
         return value
 
+    @field_validator("data_root", "tokenizer_path")
+    @classmethod
+    def _check_folder(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            _must_not_be(value.expanduser(), "file", "a folder")
+        return value
+
     @model_validator(mode="after")
     def _check_budgets(self) -> Self:
         if self.max_assistant_tokens >= self.max_trajectory_tokens:
@@ -227,7 +314,11 @@ class CommonConfig(BaseModel):
         )
 
     def reward_fn(self) -> RewardFn:
-        """The configured reward function."""
+        """The configured reward function (pycode with a `call_penalty`: `PycodeReward`)."""
+        if self.env is EnvName.PYCODE and self.call_penalty > 0:
+            from agentrl.envs.pycode import PycodeReward
+
+            return PycodeReward(self.win_reward, self.invalid_penalty, self.call_penalty)
         return make_reward(
             self.reward.value,
             RewardOptions(win_reward=self.win_reward, invalid_penalty=self.invalid_penalty),
@@ -253,9 +344,42 @@ class TrainConfig(CommonConfig):
     grad_clip_norm: float = Field(
         1.0, ge=0.0, description="clip the global gradient norm to this (0 disables)"
     )
-    loss: LossName = Field(LossName.PPO, description="policy loss: ppo or importance_sampling")
-    clip_low: float = Field(0.8, gt=0.0, le=1.0, description="PPO lower ratio clip threshold")
-    clip_high: float = Field(1.2, ge=1.0, description="PPO upper ratio clip threshold")
+    loss: LossName = Field(
+        LossName.PPO,
+        description="policy loss: ppo, importance_sampling, cispo, gspo or cross_entropy",
+    )
+    clip_low: float = Field(
+        0.8, gt=0.0, le=1.0, description="lower ratio clip threshold (ppo, cispo, gspo)"
+    )
+    clip_high: float = Field(
+        1.2, ge=1.0, description="upper ratio clip threshold (above 1.2: clip-higher)"
+    )
+    normalisation: LossNormalisation = Field(
+        LossNormalisation.TOKENS,
+        description="local: loss divided by trained tokens, datums (sequence) or norm_constant",
+    )
+    norm_constant: float | None = Field(
+        None,
+        gt=0.0,
+        description="divisor for --normalisation constant (default: trajectories per update "
+        "x max_trajectory_tokens)",
+    )
+    kl_coef: float = Field(
+        0.0, ge=0.0, description="local: KL penalty to the base model (adapter off); 0 disables"
+    )
+    kl_estimator: KLEstimator = Field(KLEstimator.K3, description="KL estimator: k1 or k3")
+    tis_cap: float | None = Field(
+        None, gt=0.0, description="local: truncated importance weight cap (trainer / sampler)"
+    )
+    max_steps_off_policy: int = Field(
+        0, ge=0, description="k: sample up to k updates ahead while training (0: synchronous)"
+    )
+    stale_groups: StalePolicy = Field(
+        StalePolicy.DROP, description="a group older than k updates: drop or resample"
+    )
+    dynamic_sampling_budget: int = Field(
+        0, ge=0, description="extra games per update to replace degenerate groups (DAPO; 0: off)"
+    )
     estimator: EstimatorName = Field(
         EstimatorName.GROUP_MEAN,
         description="advantage estimator: group_mean, group_normalized, leave_one_out or gigpo",
@@ -281,11 +405,26 @@ class TrainConfig(CommonConfig):
         "token in the denominator; the recipe, tuned with lr 1e-6) or ignore_index (-100 "
         "targets: only assistant tokens count; pytrio only)",
     )
+    behaviour_logprobs: BehaviourLogprobs = Field(
+        BehaviourLogprobs.SAMPLER,
+        description="PPO behaviour logprobs: sampler (as sampled) or trainer (recomputed by "
+        "the training forward pass before the update)",
+    )
     remote_recovery: bool = Field(
         True,
         description="pytrio/tinker: save a temporary training state after every update so a "
         "broken training client is rebuilt losing at most the current update",
     )
+    resume_fallback: bool = Field(
+        False,
+        description="on resume, set a damaged latest checkpoint aside and use the previous one",
+    )
+
+    @field_validator("run_dir")
+    @classmethod
+    def _check_run_dir(cls, value: Path) -> Path:
+        _must_not_be(value, "file", "a run folder")
+        return value
 
     @model_validator(mode="after")
     def _check_groups(self) -> Self:
@@ -294,6 +433,26 @@ class TrainConfig(CommonConfig):
                 f"group_size={self.group_size} gives every trajectory a zero advantage with the "
                 f"{self.estimator.value!r} estimator (a group of one is its own baseline); "
                 "use group_size >= 2"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_remote_loss(self) -> Self:
+        if self.backend is BackendName.LOCAL:
+            return self
+        local_only = []
+        if self.kl_coef > 0:
+            local_only.append("--kl-coef")
+        if self.tis_cap is not None:
+            local_only.append("--tis-cap")
+        if self.normalisation is not LossNormalisation.TOKENS:
+            local_only.append(f"--normalisation {self.normalisation.value}")
+        if self.loss is LossName.GSPO and self.backend is BackendName.PYTRIO:
+            local_only.append("--loss gspo (pytrio 0.2.9 has no server-side gspo; tinker has)")
+        if local_only:
+            raise ValueError(
+                f"the {self.backend.value} service computes the loss server-side and has no "
+                f"setting for {', '.join(local_only)}; use --backend local, or drop them"
             )
         return self
 
@@ -309,8 +468,19 @@ class TrainConfig(CommonConfig):
         )
 
     def loss_config(self) -> LossConfig:
-        """Loss hyper-parameters (PPO clip thresholds)."""
-        return LossConfig(clip_low=self.clip_low, clip_high=self.clip_high)
+        """Loss hyper-parameters (clip thresholds, normalisation, KL penalty, TIS cap)."""
+        constant = self.norm_constant
+        if constant is None and self.normalisation is LossNormalisation.CONSTANT:
+            constant = float(self.games_per_batch * self.group_size * self.max_trajectory_tokens)
+        return LossConfig(
+            clip_low=self.clip_low,
+            clip_high=self.clip_high,
+            normalisation=self.normalisation,
+            norm_constant=constant,
+            kl_coef=self.kl_coef,
+            kl_estimator=self.kl_estimator,
+            tis_cap=self.tis_cap,
+        )
 
     def advantage_estimator(self, reward_fn: RewardFn | None = None) -> AdvantageEstimator:
         """The configured advantage estimator (step-level ones score turns with `reward_fn`,
@@ -328,7 +498,9 @@ class EvalConfig(CommonConfig):
 
     output: Path = Field(description="eval JSONL file to write (episodes and summaries)")
     policy: EvalPolicy = Field(
-        EvalPolicy.MODEL, description="who plays: the model, or the planner baseline"
+        EvalPolicy.MODEL,
+        description="who plays: the model, the planner baseline (alfworld) or the solver "
+        "baseline (pycode)",
     )
     model_path: str | None = Field(
         None, description="sampler checkpoint to evaluate (default: the base model)"
@@ -348,16 +520,25 @@ class EvalConfig(CommonConfig):
     resume: bool = Field(
         False, description="finish an interrupted evaluation, skipping episodes already written"
     )
+    retry_errors: bool = Field(
+        False, description="with resume: play again the episodes that ended with an env_error"
+    )
 
     @field_validator("output")
     @classmethod
     def _check_output(cls, value: Path) -> Path:
         if value.suffix != ".jsonl":
             raise ValueError(f"output must be a .jsonl file, got {str(value)!r}")
+        _must_not_be(value, "folder", "a .jsonl file")
         return value
 
     @model_validator(mode="after")
     def _check_modes(self) -> Self:
+        if self.retry_errors and not self.resume:
+            raise ValueError(
+                "retry_errors replays the env_error episodes of an existing output; it needs "
+                "resume (--resume --retry-errors)"
+            )
         if self.overwrite_output and self.resume:
             raise ValueError(
                 "overwrite_output and resume contradict each other: resume keeps the episodes "

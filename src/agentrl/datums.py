@@ -1,7 +1,8 @@
 """Trajectory -> Datum: the ONLY place where training masks and shifts are built.
 
 One datum per trajectory, from its full token sequence `T` (the last prompt followed by the
-last completion; every earlier prompt is a prefix of it):
+last completion; every earlier prompt is a prefix of it, and in a rollout's trajectory a
+`TokenPrefix` of the same buffer: prompts are stored once, each turn is an offset into it):
 
     model_input   = T[:-1]
     target_tokens = T[1:]
@@ -29,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentrl.advantages import Advantages
+from agentrl.tokens import TokenPrefix
 from agentrl.types import Trajectory, TrajectoryGroup, Turn
 
 __all__ = [
@@ -110,9 +112,16 @@ def trajectory_to_datums(trajectory: Trajectory, turn_advantages: Sequence[float
     return [_segment_datum(turns[a:b], turn_advantages[a:b], a) for a, b in segments(turns)]
 
 
+def _tokens(tokens: Sequence[int]) -> IntArray:
+    if isinstance(tokens, TokenPrefix):
+        return tokens.as_array()  # one bulk conversion, no per-token Python ints
+    return np.asarray(tokens, dtype=np.int64)
+
+
 def _segment_datum(turns: Sequence[Turn], turn_advantages: Sequence[float], first: int) -> Datum:
     last = turns[-1]
-    full = np.asarray(last.prompt_tokens + last.completion_tokens, dtype=np.int64)
+    last_prompt = last.prompt_tokens
+    full = np.concatenate([_tokens(last_prompt), np.asarray(last.completion_tokens, np.int64)])
     if full.size < 2:
         raise ValueError("a datum needs at least two tokens")
     n = full.size - 1
@@ -120,11 +129,17 @@ def _segment_datum(turns: Sequence[Turn], turn_advantages: Sequence[float], firs
     advantages = np.zeros(n, dtype=np.float32)
     mask = np.zeros(n, dtype=np.float32)
     for index, (turn, advantage) in enumerate(zip(turns, turn_advantages, strict=True), first):
-        start = len(turn.prompt_tokens)
+        prompt = turn.prompt_tokens
+        start = len(prompt)
         end = start + len(turn.completion_tokens)
-        if end > full.size or not np.array_equal(
-            full[:start], np.asarray(turn.prompt_tokens, dtype=np.int64)
-        ):
+        # prompts stored once: a prefix of the last prompt's own buffer is a prefix by
+        # construction (the buffer only grows); anything else is compared token by token
+        shared = (
+            isinstance(prompt, TokenPrefix)
+            and isinstance(last_prompt, TokenPrefix)
+            and prompt.is_prefix_of(last_prompt)
+        )
+        if end > full.size or not (shared or np.array_equal(full[:start], _tokens(prompt))):
             raise PrefixError(
                 f"turn {index}: its prompt ({start} tokens) is not a prefix of the "
                 f"segment's {full.size} tokens"

@@ -33,6 +33,7 @@ from agentrl.datums import Datum, trajectory_to_datum
 from agentrl.evaluation import EvalOutcome, evaluate, planner_player
 from agentrl.learning import DEMO as DEMO_LEARNING
 from agentrl.learning import LearningResult, LearningSetup
+from agentrl.tools import CommandTool
 from agentrl.types import TrajectoryGroup
 
 __all__ = ["DEMO_SIZES", "DemoReport", "DemoSize", "run_demo", "warm_start"]
@@ -211,6 +212,8 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
     )
     tokenizer = recipe.tokenizer_for(config)
     protocol = recipe.tool_protocol_for(config)
+    if not isinstance(protocol, CommandTool):
+        raise ValueError("the demo plays ALFWorld; use --env alfworld")
     renderer = recipe.renderer_for(tokenizer, protocol)
     env_factory = recipe.env_factory_for(config)
     tasks = recipe.tasks_for(config, ["train"], size.train_games)
@@ -239,7 +242,10 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
         protocol=protocol,
         progress=progress,
     )
-    result = await trainer.run()
+    try:
+        result = await trainer.run()
+    finally:
+        await trainer.close()
     phases["training"] = time.perf_counter() - clock
     clock = time.perf_counter()
     last = result.checkpoints[-1]

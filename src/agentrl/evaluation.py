@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
 from agentrl.config import EvalConfig, EvalPolicy
-from agentrl.env import EnvGroupFactory
+from agentrl.env import EnvGroupFactory, close_env_factory
 from agentrl.metrics import SplitSummary, eval_summaries
+from agentrl.preflight import check_token_budget
 from agentrl.records import TrajectoryRecord
 from agentrl.reporting.jsonl import JsonlWriter, WriteMode
+from agentrl.reporting.lock import OutputLock, check_not_in_use
 from agentrl.reporting.records import (
     episode_id,
     episode_record,
@@ -67,7 +70,9 @@ log = logging.getLogger(__name__)
 PlayFn = Callable[[TaskInfo], Awaitable[TrajectoryGroup]]
 """Plays one game and returns its trajectories (one per sample)."""
 
-RESUME_IGNORED = frozenset({"resume", "overwrite_output", "games_per_batch", "swanlab_mode"})
+RESUME_IGNORED = frozenset(
+    {"resume", "overwrite_output", "retry_errors", "games_per_batch", "swanlab_mode", "wandb_mode"}
+)
 """Settings that may differ between an interrupted evaluation and its `--resume`."""
 
 
@@ -166,15 +171,15 @@ def planner_player(
         write = renderer.dialect
         replies = [protocol.call_text(action, dialect=write) for action in policy.plan]
         sampler = _ReplySampler(renderer, replies, protocol.call_text("look", dialect=write))
-        return await rollout_group(
-            task,
+        player = model_player(
             env_factory=env_factory,
             sampler=sampler,
             renderer=renderer,
             protocol=protocol,
-            config=rollout,
+            rollout=rollout,
             reward_fn=reward_fn,
         )
+        return await player(task)
 
     return play
 
@@ -198,9 +203,9 @@ def _failed_group(task: TaskInfo, samples: int, error: BaseException) -> Traject
 
 
 def _open(
-    output: Path, overwrite: bool, resume: bool, run_config: JsonObject
+    output: Path, overwrite: bool, resume: bool, run_config: JsonObject, retry_errors: bool = False
 ) -> tuple[WriteMode, frozenset[str]]:
-    """How to open the output, and the episode ids it already holds."""
+    """How to open the output, and the episode ids it already holds (and need not replay)."""
     if not output.exists():
         return WriteMode.CREATE, frozenset()
     if overwrite:
@@ -210,7 +215,9 @@ def _open(
             f"{output} already exists; refusing to overwrite it. Pass --resume to finish an "
             "interrupted evaluation, --overwrite-output to replace it, or another --output."
         )
-    data = read_eval_file(output)
+    with warnings.catch_warnings():  # the writer reports (and drops) a cut last line
+        warnings.simplefilter("ignore")
+        data = read_eval_file(output)
     differs = sorted(
         key
         for key in set(data.config) | set(run_config)
@@ -222,6 +229,9 @@ def _open(
             f"{output} was written with other settings ({detail}); resume it with the same "
             "settings, or write a new --output"
         )
+    if retry_errors:  # replayed episodes are appended; a reader keeps an id's last record
+        kept = (e for e in data.episodes if not e.record.stop_reason.is_error)
+        return WriteMode.APPEND, frozenset(e.episode_id for e in kept)
     return WriteMode.APPEND, data.finished_ids
 
 
@@ -238,13 +248,49 @@ async def evaluate_tasks(
     resume: bool = False,
     sinks: MetricSink | None = None,
     progress: bool = True,
+    retry_errors: bool = False,
 ) -> EvalOutcome:
-    """Play every task (`samples_per_game` episodes each) and write the eval JSONL file."""
+    """Play every task (`samples_per_game` episodes each) and write the eval JSONL file.
+
+    The output is locked while it is written (`OutputInUseError` for a second writer);
+    `retry_errors` (with `resume`) plays again the episodes that ended with an error.
+    """
     if games_per_batch < 1:
         raise ValueError(f"games_per_batch must be >= 1, got {games_per_batch}")
     output = Path(output)
-    config = dict(run_config or {})
-    mode, finished = _open(output, overwrite, resume, config)
+    with OutputLock(output, what="eval output"):
+        return await _evaluate_locked(
+            tasks,
+            play,
+            output,
+            label=label,
+            samples_per_game=samples_per_game,
+            games_per_batch=games_per_batch,
+            config=dict(run_config or {}),
+            overwrite=overwrite,
+            resume=resume,
+            sinks=sinks,
+            progress=progress,
+            retry_errors=retry_errors,
+        )
+
+
+async def _evaluate_locked(
+    tasks: Sequence[TaskInfo],
+    play: PlayFn,
+    output: Path,
+    *,
+    label: str,
+    samples_per_game: int,
+    games_per_batch: int,
+    config: JsonObject,
+    overwrite: bool,
+    resume: bool,
+    sinks: MetricSink | None,
+    progress: bool,
+    retry_errors: bool,
+) -> EvalOutcome:
+    mode, finished = _open(output, overwrite, resume, config, retry_errors)
     ids = {t.task_id: [episode_id(t, s) for s in range(samples_per_game)] for t in tasks}
     todo = [t for t in tasks if not all(e in finished for e in ids[t.task_id])]
     skipped = sum(1 for t in tasks for e in ids[t.task_id] if e in finished)
@@ -300,6 +346,8 @@ def default_label(config: EvalConfig) -> str:
         return config.experiment_name
     if config.policy is EvalPolicy.PLANNER:
         return "planner"
+    if config.policy is EvalPolicy.SOLVER:
+        return "solver"
     if config.model_path is None:
         return "base"
     parts = [p for p in config.model_path.removesuffix(".json").split("/") if p]
@@ -314,12 +362,13 @@ async def evaluate(
     """Run the evaluation `config` describes (what `agentrl eval` does)."""
     from agentrl import recipe
 
+    check_not_in_use(config.output, what="eval output")  # refuse before loading any model
     if config.output.exists() and not (config.overwrite_output or config.resume):
-        _open(config.output, False, False, {})  # refuse before loading any model
+        _open(config.output, False, False, {})
     recipe.check_credentials(config)
     tasks = recipe.tasks_for(config, config.split.splits, config.limit_per_split, progress=progress)
     protocol = recipe.tool_protocol_for(config)
-    planner = config.policy is EvalPolicy.PLANNER
+    planner = config.policy in (EvalPolicy.PLANNER, EvalPolicy.SOLVER)
     tokenizer: Any
     if planner and config.tokenizer_path is None:
         from agentrl.tokenizer import build_qwen_tokenizer
@@ -332,8 +381,25 @@ async def evaluate(
         config, config.trajectories_per_game, config.sampling_params()
     )
     env_factory = recipe.env_factory_for(config)
-    if planner:
-        if config.env.value != "alfworld":
+    if tasks:
+        await check_token_budget(
+            tasks[0], env_factory=env_factory, renderer=renderer, protocol=protocol, config=rollout
+        )
+    if config.policy is EvalPolicy.SOLVER:
+        from agentrl.envs.pycode.solver import solver_player
+        from agentrl.tools import FunctionTools
+
+        if config.env.value != "pycode" or not isinstance(protocol, FunctionTools):
+            raise ValueError("--policy solver plays pycode tasks only; use --env pycode")
+        play = solver_player(
+            env_factory=env_factory,
+            renderer=renderer,
+            protocol=protocol,
+            rollout=rollout,
+            reward_fn=config.reward_fn(),
+        )
+    elif planner:
+        if config.env.value != "alfworld" or not isinstance(protocol, CommandTool):
             raise ValueError("--policy planner plays ALFWorld games only; use --env alfworld")
         play = planner_player(
             env_factory=env_factory,
@@ -365,8 +431,10 @@ async def evaluate(
             resume=config.resume,
             sinks=sinks,
             progress=progress,
+            retry_errors=config.retry_errors,
         )
     finally:
+        await close_env_factory(env_factory)
         close = None if planner else getattr(sampler, "close", None)
         if close is not None:  # a remote sampler finishes its service session
             await close()

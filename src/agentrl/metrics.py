@@ -131,6 +131,8 @@ class EpisodeStats(_Record):
     mean_turns: float = 0.0
     truncation_rate: float = 0.0
     error_rate: float = 0.0
+    errors: int = 0
+    """Episodes ended by a sampler or env failure (`env_error`, `sampler_error`)."""
     tool_format_rate: float = 0.0
     admissible_action_rate: float = 0.0
     mean_invalid_actions: float = 0.0
@@ -164,6 +166,7 @@ def episode_stats(trajectories: Iterable[Trajectory]) -> EpisodeStats:
         mean_turns=_ratio(len(turns), n),
         truncation_rate=_ratio(sum(1 for t in items if t.truncated), n),
         error_rate=_ratio(sum(1 for t in items if t.stop_reason.is_error), n),
+        errors=sum(1 for t in items if t.stop_reason.is_error),
         tool_format_rate=_ratio(len(parsed), len(turns)),
         admissible_action_rate=_ratio(admissible, len(parsed)),
         mean_invalid_actions=_ratio(sum(t.invalid_actions for t in items), n),
@@ -247,6 +250,9 @@ class UpdateMetrics(_Record):
     """Scalars reported by forward_backward and optim_step (e.g. grad norm)."""
     timings: Mapping[str, float] = field(default_factory=dict)
     """Seconds spent per phase (e.g. rollout, forward_backward, optim_step, save)."""
+    sampling: Mapping[str, float] = field(default_factory=dict)
+    """How the groups were obtained: staleness and stale groups (off-policy), replaced
+    degenerate groups (dynamic sampling), group wall times (stragglers); see agentrl.pipeline."""
 
 
 def _degenerate(group: TrajectoryGroup) -> bool:
@@ -264,6 +270,7 @@ def update_metrics(
     backend: Mapping[str, float] | None = None,
     timings: Mapping[str, float] | None = None,
     mismatch: LogprobMismatch | None = None,
+    sampling: Mapping[str, float] | None = None,
 ) -> UpdateMetrics:
     """Metrics of one update from its groups and (if computed) the estimator's advantages.
 
@@ -307,4 +314,5 @@ def update_metrics(
         logprob_diff_max=None if mismatch is None else mismatch.max_abs_diff,
         backend=dict(backend or {}),
         timings=dict(timings or {}),
+        sampling=dict(sampling or {}),
     )

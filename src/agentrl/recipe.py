@@ -9,7 +9,6 @@ needs them is built, with an error naming the extra to install.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,22 +18,26 @@ from agentrl.chat import ChatRenderer
 from agentrl.checkpoints import resolve_model_path
 from agentrl.config import (
     BackendName,
+    BehaviourLogprobs,
     CommonConfig,
     EnvName,
     EvalConfig,
     EvalPolicy,
+    SamplerName,
     SwanLabMode,
     TrainConfig,
+    WandbMode,
 )
 from agentrl.env import EnvGroupFactory
 from agentrl.rollout import RolloutConfig
-from agentrl.tools import CommandTool
+from agentrl.tools import ToolProtocol
 from agentrl.types import TaskInfo
 
 if TYPE_CHECKING:
     from agentrl.backends.local import LocalBackend
 
 __all__ = [
+    "PYCODE_COUNTS",
     "TINY_MODEL",
     "TINY_MODEL_SEED",
     "TOY_SEEDS",
@@ -62,6 +65,9 @@ TOY_SEEDS = {"train": 0, "valid_seen": 10_000, "valid_unseen": 20_000}
 
 TOY_TRAIN_GAMES = 64
 TOY_EVAL_GAMES = 16
+
+PYCODE_COUNTS = {"train": 400, "valid_seen": 60, "valid_unseen": 60}
+"""Tasks per pycode split the command line plays (cut by `limit_per_split`)."""
 
 
 def tokenizer_for(config: CommonConfig) -> Any:
@@ -94,8 +100,12 @@ def tokenizer_for(config: CommonConfig) -> Any:
         ) from None
 
 
-def tool_protocol_for(config: CommonConfig) -> CommandTool:
+def tool_protocol_for(config: CommonConfig) -> ToolProtocol:
     """The environment's tool protocol (admissible actions listed per `show_admissible`)."""
+    if config.env is EnvName.PYCODE:
+        from agentrl.envs.pycode import pycode_tool_protocol
+
+        return pycode_tool_protocol()
     if config.env is EnvName.TOY:
         from agentrl.envs.toy import toy_tool_protocol
 
@@ -106,7 +116,7 @@ def tool_protocol_for(config: CommonConfig) -> CommandTool:
 
 
 def renderer_for(
-    tokenizer: Any, protocol: CommandTool, config: CommonConfig | None = None
+    tokenizer: Any, protocol: ToolProtocol, config: CommonConfig | None = None
 ) -> ChatRenderer:
     """The chat renderer for `tokenizer` and the protocol's tools, with the config's chat
     template, thinking mode, tool dialect and history-rewrite choice (default: all off)."""
@@ -131,6 +141,10 @@ def renderer_for(
 
 def env_factory_for(config: CommonConfig) -> EnvGroupFactory:
     """The `EnvGroupFactory` of the configured environment."""
+    if config.env is EnvName.PYCODE:
+        from agentrl.envs.pycode import pycode_group_factory
+
+        return pycode_group_factory()
     if config.env is EnvName.TOY:
         from agentrl.envs.toy import ToyEnvGroup
 
@@ -141,9 +155,11 @@ def env_factory_for(config: CommonConfig) -> EnvGroupFactory:
 
         return toy
     from agentrl.envs.alfworld import AlfworldEnvOptions, alfworld_group_factory
+    from agentrl.envs.alfworld.pool import EnvWorkerPool
 
     options = AlfworldEnvOptions(max_steps=config.max_episode_steps, engine=config.env_engine.value)
-    return alfworld_group_factory(options)
+    pool = None if config.env_workers == 0 else EnvWorkerPool(config.env_workers)
+    return alfworld_group_factory(options, pool)
 
 
 def tasks_for(
@@ -158,6 +174,18 @@ def tasks_for(
     ALFWorld games come from the data root (`--data-root`, `$ALFWORLD_DATA`, the alfworld
     cache); a missing root raises `AlfworldDataError` saying how to get or generate games.
     """
+    if config.env is EnvName.PYCODE:
+        from agentrl.envs.pycode import pycode_tasks
+
+        found: list[TaskInfo] = []
+        for split in splits:
+            if split not in PYCODE_COUNTS:
+                raise ValueError(
+                    f"unknown split {split!r}; expected one of {sorted(PYCODE_COUNTS)}"
+                )
+            count = PYCODE_COUNTS[split]
+            found.extend(pycode_tasks(split, min(count, limit_per_split or count)))
+        return found
     if config.env is EnvName.TOY:
         from agentrl.envs.toy import toy_tasks
 
@@ -201,8 +229,12 @@ def rollout_config_for(
 
 
 def check_credentials(config: CommonConfig) -> None:
-    """Fail fast, before any heavy work, when a remote backend or SwanLab has no credentials."""
-    planner = isinstance(config, EvalConfig) and config.policy is EvalPolicy.PLANNER
+    """Fail fast, before any heavy work, when a remote backend, SwanLab or W&B has no
+    credentials."""
+    planner = isinstance(config, EvalConfig) and config.policy in (
+        EvalPolicy.PLANNER,
+        EvalPolicy.SOLVER,
+    )
     if config.backend in (BackendName.PYTRIO, BackendName.TINKER) and not planner:
         from agentrl.backends.pytrio_sdk import sdk_for
 
@@ -215,6 +247,14 @@ def check_credentials(config: CommonConfig) -> None:
                 "--swanlab-mode online needs SwanLab credentials: run `swanlab login` or set "
                 "SWANLAB_API_KEY (or use --swanlab-mode offline / local / disabled)"
             )
+    if config.wandb_mode is WandbMode.ONLINE:
+        from agentrl.reporting.wandb import has_credentials as wandb_credentials
+
+        if not wandb_credentials():
+            raise PermissionError(
+                "--wandb-mode online needs W&B credentials: run `wandb login` or set "
+                "WANDB_API_KEY (or use --wandb-mode offline / disabled)"
+            )
 
 
 def local_backend_for(
@@ -223,8 +263,13 @@ def local_backend_for(
     checkpoint_dir: Path,
     lora_rank: int,
     lora_alpha: float | None = None,
+    *,
+    save_base_to: Path | None = None,
 ) -> LocalBackend:
-    """The local torch backend: the `tiny` random model, or a model from a path or HF cache."""
+    """The local torch backend: the `tiny` random model, or a model from a path or HF cache.
+
+    `save_base_to`: also write the `tiny` model's base weights and tokenizer there (what vLLM
+    loads); with `--sampler vllm` the tiny model has head_dim 32 (vLLM's CPU minimum)."""
     from agentrl.backends.local import LocalBackend, LoraSpec
 
     lora = LoraSpec(rank=lora_rank) if lora_alpha is None else LoraSpec(lora_rank, lora_alpha)
@@ -232,8 +277,12 @@ def local_backend_for(
         from agentrl.backends.local.model import qwen3_config, random_causal_lm, select_device
 
         device = select_device(config.device)
-        model_config = qwen3_config("tiny", vocab_size=len(tokenizer))  # type: ignore[arg-type]
+        shape = {"head_dim": 32} if config.sampler is SamplerName.VLLM else {}
+        model_config = qwen3_config("tiny", vocab_size=len(tokenizer), **shape)  # type: ignore[arg-type]
         model = random_causal_lm(model_config, seed=TINY_MODEL_SEED, device=device)
+        if save_base_to is not None:
+            model.save_pretrained(str(save_base_to))
+            tokenizer.save_pretrained(str(save_base_to))
         return LocalBackend(
             model,
             lora=lora,
@@ -256,8 +305,11 @@ async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingB
     """The configured training backend: a fresh LoRA run on the base model, or, for a remote
     service with `--resume` and a checkpoint in the run folder, ONE run restored from it."""
     if config.backend is BackendName.LOCAL:
-        return local_backend_for(
-            config, tokenizer, config.run_dir / "checkpoints", config.lora_rank
+        return _local_training_backend(config, tokenizer)
+    if config.sampler is SamplerName.VLLM or config.behaviour_logprobs is BehaviourLogprobs.TRAINER:
+        raise ValueError(
+            "--sampler vllm and --behaviour-logprobs trainer need --backend local "
+            f"(got --backend {config.backend.value})"
         )
     from agentrl.backends.pytrio import PyTrioBackend
     from agentrl.backends.pytrio_sdk import RECOVERY_TTL_SECONDS
@@ -278,6 +330,52 @@ async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingB
     )
 
 
+def _local_training_backend(config: TrainConfig, tokenizer: Any) -> TrainingBackend:
+    """The local backend, with the vLLM sampler and trainer behaviour logprobs if asked."""
+    backend: TrainingBackend
+    checkpoints = config.run_dir / "checkpoints"
+    if config.sampler is SamplerName.VLLM:
+        from agentrl.backends.vllm import VllmBackend
+
+        base = config.run_dir / "vllm" / "base"
+        local = local_backend_for(
+            config, tokenizer, checkpoints, config.lora_rank, save_base_to=base
+        )
+        model = base if config.base_model == TINY_MODEL else config.base_model
+        vllm = _start_vllm(config, model, dtype=str(local.engine.dtype).removeprefix("torch."))
+        backend = VllmBackend(local, vllm, adapter_dir=config.run_dir / "vllm" / "adapters")
+    else:
+        local = local_backend_for(config, tokenizer, checkpoints, config.lora_rank)
+        backend = local
+    if config.behaviour_logprobs is BehaviourLogprobs.TRAINER:
+        from agentrl.backends.local.behaviour import TrainerBehaviour
+
+        backend = TrainerBehaviour(backend, local.engine)
+    return backend
+
+
+def _start_vllm(
+    config: CommonConfig, model: str | Path, lora_rank: int | None = None, dtype: str = ""
+) -> Any:
+    """A `VllmSampler` on `model` sized for the config's trajectories and LoRA rank, in the
+    trainer's dtype (default: float32 on CPU, the checkpoint's on CUDA; vLLM's "auto" would
+    downcast a float32 checkpoint to bfloat16 on CPU)."""
+    from agentrl.backends.local.model import select_device
+    from agentrl.backends.vllm import VllmOptions, VllmSampler
+
+    rank = lora_rank if lora_rank is not None else getattr(config, "lora_rank", 8)
+    if not dtype:
+        dtype = "float32" if select_device(config.device).type == "cpu" else "auto"
+    options = VllmOptions(
+        dtype=dtype,
+        max_model_len=config.max_trajectory_tokens + config.max_assistant_tokens,
+        gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        max_lora_rank=rank,
+        seed=config.seed,
+    )
+    return VllmSampler.start(model, options)
+
+
 async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
     """A sampler of the base model, or of the checkpoint `config.model_path` names."""
     sampler_path: str | None = None
@@ -291,18 +389,31 @@ async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
     if config.backend is BackendName.LOCAL:
         rank, alpha = 8, None
         if sampler_path is not None:
+            from agentrl.backends.local.files import check_adapter_dir
+
             adapter = Path(sampler_path) / "adapter_config.json"
             if not adapter.is_file():
                 raise FileNotFoundError(
                     f"{adapter} not found: --model-path must name a local backend checkpoint"
                 )
-            settings = json.loads(adapter.read_text(encoding="utf-8"))
-            rank, alpha = int(settings["r"]), float(settings["lora_alpha"])
+            settings = check_adapter_dir(Path(sampler_path))  # CheckpointError naming a file
+            rank, alpha = settings.rank, settings.alpha
+        if config.sampler is SamplerName.VLLM:  # vLLM serves the base model + the adapter
+            model: str | Path = config.base_model
+            if config.base_model == TINY_MODEL:
+                model = config.output.parent / "vllm-base"
+                local_backend_for(config, tokenizer, model, rank, alpha, save_base_to=model)
+            vllm = _start_vllm(config, model, rank)
+            if sampler_path is not None:
+                vllm.use_lora(sampler_path)
+            return vllm  # type: ignore[no-any-return]
         # Nothing is saved by an evaluation: the checkpoint folder is never created.
         backend = local_backend_for(config, tokenizer, config.output.parent, rank, alpha)
         if sampler_path is not None:
             await backend.load_sampler_weights(sampler_path)
         return await backend.sampler()
+    if config.sampler is SamplerName.VLLM:
+        raise ValueError(f"--sampler vllm needs --backend local (got {config.backend.value})")
     from agentrl.backends.pytrio import RemoteSampler
     from agentrl.backends.pytrio_sdk import sdk_for
 

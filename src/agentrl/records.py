@@ -25,6 +25,7 @@ from agentrl.types import (
     StopReason,
     TaskInfo,
     TokenCounts,
+    ToolCall,
     Trajectory,
     Turn,
     TurnStatus,
@@ -71,6 +72,16 @@ class TokenRecord(_Record):
     total: int = Field(description="last prompt + last completion")
 
 
+class CallRecord(_Record):
+    """One tool call of a function-tool turn and its result."""
+
+    name: str
+    arguments: dict[str, str] = Field(description="each argument as the model wrote it")
+    output: str | None = Field(
+        default=None, description="the call's result; None when the environment did not run it"
+    )
+
+
 class TurnRecord(_Record):
     """One assistant turn."""
 
@@ -97,6 +108,9 @@ class TurnRecord(_Record):
     state_key: str | None = None
     logprobs: list[float] | None = Field(
         default=None, description="sampler logprob per completion token (include_tokens only)"
+    )
+    calls: list[CallRecord] | None = Field(
+        default=None, description="the turn's tool calls, in order (function-tool turns only)"
     )
 
 
@@ -159,6 +173,7 @@ class TrajectoryRecord(_Record):
                     completion_tokens=len(turn.completion_tokens),
                     state_key=turn.state_key,
                     logprobs=list(turn.logprobs) if include_tokens else None,
+                    calls=_call_records(turn.parsed.calls, step),
                 )
             )
         statuses = [t.status for t in trajectory.turns]
@@ -238,10 +253,20 @@ class TrajectoryRecord(_Record):
         return cls.model_validate_json(line)
 
 
+def _call_records(calls: Iterable[ToolCall], step: EnvStep | None) -> list[CallRecord] | None:
+    records = []
+    outputs = step.outputs if step is not None else ()
+    for index, call in enumerate(calls):
+        output = outputs[index] if index < len(outputs) else None
+        records.append(CallRecord(name=call.name, arguments=dict(call.arguments), output=output))
+    return records or None
+
+
 def _turn_from_record(record: TurnRecord, error: str | None) -> Turn:
     """One turn back from its record (`error`: the trajectory's, for its last turn)."""
+    calls = tuple(ToolCall(c.name, dict(c.arguments)) for c in record.calls or ())
     if record.action is not None:
-        parsed = ParsedAction(action=record.action)
+        parsed = ParsedAction(action=record.action, calls=calls)
     else:
         kind = record.parse_error or ParseErrorKind.MALFORMED
         parsed = ParsedAction.failure(kind, record.parse_detail or "")
@@ -257,6 +282,7 @@ def _turn_from_record(record: TurnRecord, error: str | None) -> Turn:
             won=status is TurnStatus.WON,
             admissible=status is not TurnStatus.NOT_ADMISSIBLE,
             error=error,
+            outputs=tuple(c.output or "" for c in record.calls or ()),
         )
     message = None
     if record.tool_message is not None:
@@ -275,16 +301,19 @@ def _turn_from_record(record: TurnRecord, error: str | None) -> Turn:
 
 
 def append_records(path: str | os.PathLike[str], records: Iterable[TrajectoryRecord]) -> int:
-    """Append records to a JSONL file, flushed and synced (safe to resume); returns the count."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """Append records to a JSONL file, flushed and synced (safe to resume); returns the count.
+
+    Goes through `agentrl.reporting.jsonl.JsonlWriter`: a cut last line left by a crash is
+    dropped first (with a warning), so the file always reads.
+    """
+    from agentrl.reporting.jsonl import JsonlWriter, WriteMode  # reporting imports this module
+
     count = 0
-    with target.open("a", encoding="utf-8") as handle:
+    with JsonlWriter(Path(path), WriteMode.APPEND, fsync=False) as writer:
         for record in records:
-            handle.write(record.to_json() + "\n")
+            writer.write_line(record.to_json())
             count += 1
-        handle.flush()
-        os.fsync(handle.fileno())
+        writer.sync()
     return count
 
 
@@ -294,8 +323,11 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[TrajectoryRecord]:
     A final line without a newline (a write cut by a crash) that does not parse is skipped.
     """
     source = Path(path)
-    with source.open(encoding="utf-8") as handle:
-        lines = handle.readlines()
+    try:
+        with source.open(encoding="utf-8") as handle:
+            lines = handle.readlines()
+    except UnicodeDecodeError as exc:
+        raise RecordFileError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue

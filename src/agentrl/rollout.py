@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -27,11 +28,13 @@ from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer, ChatTemplateError
 from agentrl.env import EnvGroup, EnvGroupFactory
 from agentrl.rewards import RewardFn, WinMinusInvalid
-from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect
+from agentrl.tokens import TokenBuffer
+from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
 from agentrl.types import (
     Completion,
     CompletionStop,
     CutReply,
+    EnvAction,
     EnvStep,
     Message,
     StepCounting,
@@ -86,12 +89,38 @@ class RolloutConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"RolloutConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.sampler_retries < 0 or self.retry_backoff < 0:
+        if self.sampler_retries < 0 or not 0 <= self.retry_backoff < math.inf:
             raise ValueError("RolloutConfig.sampler_retries and retry_backoff must be >= 0")
+        if self.sample_timeout is not None and not 0 < self.sample_timeout < math.inf:
+            raise ValueError(
+                f"RolloutConfig.sample_timeout must be a positive number of seconds or None "
+                f"(no limit), got {self.sample_timeout}"
+            )
 
 
 class SamplerFailure(RuntimeError):
     """Sampling failed after all retries."""
+
+
+def _vocab_size(renderer: ChatRenderer) -> int | None:
+    """How many token ids the renderer's tokenizer can decode (None: unknown)."""
+    try:
+        return len(renderer.tokenizer)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _check_completion(completion: Completion, vocab_size: int | None) -> None:
+    """Raise ValueError for a completion no trajectory may hold (bad ids, NaN logprobs)."""
+    for token in completion.tokens:
+        if not isinstance(token, int) or token < 0 or (vocab_size and token >= vocab_size):
+            raise ValueError(
+                f"the sampler returned token id {token!r}, outside the tokenizer's "
+                f"range [0, {vocab_size})"
+            )
+    for logprob in completion.logprobs:
+        if not math.isfinite(logprob) or logprob > 1e-3:
+            raise ValueError(f"the sampler returned an invalid logprob {logprob!r}")
 
 
 async def _sample(
@@ -100,8 +129,12 @@ async def _sample(
     num_samples: int,
     params: SamplingParams,
     config: RolloutConfig,
+    vocab_size: int | None = None,
 ) -> list[Completion]:
-    """Sample with retries and exponential backoff; raise SamplerFailure at the end."""
+    """Sample with retries and exponential backoff; raise SamplerFailure at the end.
+
+    A malformed answer (wrong count, token ids outside `vocab_size`, non-finite logprobs)
+    counts as a failed attempt, like an exception."""
     delay = config.retry_backoff
     last: BaseException | None = None
     for attempt in range(config.sampler_retries + 1):
@@ -116,6 +149,8 @@ async def _sample(
                 completions = await request
             if len(completions) != num_samples:
                 raise ValueError(f"asked for {num_samples} completions, got {len(completions)}")
+            for completion in completions:
+                _check_completion(completion, vocab_size)
             return list(completions)
         except Exception as exc:
             last = exc
@@ -131,10 +166,10 @@ class _Stepper:
 
     def __init__(self, group: EnvGroup) -> None:
         self._group = group
-        self._pending: dict[int, tuple[str, asyncio.Future[EnvStep]]] = {}
+        self._pending: dict[int, tuple[EnvAction, asyncio.Future[EnvStep]]] = {}
         self._task: asyncio.Task[None] | None = None
 
-    async def step(self, branch: int, action: str) -> EnvStep:
+    async def step(self, branch: int, action: EnvAction) -> EnvStep:
         future: asyncio.Future[EnvStep] = asyncio.get_running_loop().create_future()
         self._pending[branch] = (action, future)
         if self._task is None or self._task.done():
@@ -142,7 +177,7 @@ class _Stepper:
         return await future
 
     async def _drain(self) -> None:
-        batch: dict[int, tuple[str, asyncio.Future[EnvStep]]] = {}
+        batch: dict[int, tuple[EnvAction, asyncio.Future[EnvStep]]] = {}
         try:
             while self._pending:
                 batch, self._pending = self._pending, {}
@@ -169,7 +204,8 @@ class _Branch:
     """Mutable state of one live branch (private to the engine)."""
 
     index: int
-    prompt: list[int]
+    prompt: TokenBuffer
+    """The current prompt; each turn records a prefix of it (one buffer per segment)."""
     current: EnvStep
     messages: list[Message]
     turns: list[Turn] = field(default_factory=list)
@@ -243,9 +279,10 @@ async def _play_turn(
     cut = completion.stop_reason is CompletionStop.LENGTH
     parsed = parse_with_dialect(setup.protocol, renderer.dialect, text, truncated=cut)
     step: EnvStep | None = None
-    if parsed.action is not None:
+    action = parsed.env_action
+    if action is not None:
         try:
-            step = await stepper.step(branch.index, parsed.action)
+            step = await stepper.step(branch.index, action)
         except Exception as exc:
             step = EnvStep(observation="", error=f"{type(exc).__name__}: {exc}")
         branch.env_steps += 1
@@ -258,7 +295,7 @@ async def _play_turn(
     if stop is None:
         stop = _budget_stop(branch, cut, max_tokens, config)
     turn = Turn(
-        prompt_tokens=tuple(branch.prompt),
+        prompt_tokens=branch.prompt.prefix(),
         completion_tokens=completion.tokens,
         logprobs=completion.logprobs,
         assistant_text=text,
@@ -277,14 +314,20 @@ async def _play_turn(
             env_steps=branch.steps_used,
             max_env_steps=config.max_env_steps,
         )
-        message = setup.protocol.tool_message(result)
-        extended, fresh = _next_prompt(branch, completion, message, setup)
-        if len(extended) >= config.max_trajectory_tokens:
+        messages = tool_messages(setup.protocol, result)
+        extension, fresh = _next_prompt(branch, completion, messages, setup)
+        length = len(extension) + (0 if fresh else len(branch.prompt) + len(completion.tokens))
+        if length >= config.max_trajectory_tokens:
             stop = StopReason.TOKEN_BUDGET
         else:
-            turn = replace(turn, tool_message=message)
-            branch.messages.append(message)
-            branch.prompt, branch.new_segment = extended, fresh
+            turn = replace(turn, tool_message=messages[0], more_tool_messages=messages[1:])
+            branch.messages.extend(messages)
+            if fresh:
+                branch.prompt = TokenBuffer(extension)
+            else:
+                branch.prompt.extend(completion.tokens)
+                branch.prompt.extend(extension)
+            branch.new_segment = fresh
             if step is not None:
                 branch.current = step
     branch.turns.append(turn)
@@ -292,17 +335,18 @@ async def _play_turn(
 
 
 def _next_prompt(
-    branch: _Branch, completion: Completion, message: Message, setup: _Setup
+    branch: _Branch, completion: Completion, messages: Sequence[Message], setup: _Setup
 ) -> tuple[list[int], bool]:
-    """The next prompt and whether it starts a new segment: the extension of the last prompt,
-    or a fresh render of the conversation where the template cannot be extended."""
+    """What the next prompt needs and whether it starts a new segment: the tokens that extend
+    the last prompt after the completion (`ChatRenderer.continuation`), or a fresh render of the
+    conversation where the template cannot be extended."""
     renderer = setup.renderer
     if not renderer.segments:
         try:
-            return renderer.extend(branch.prompt, completion.tokens, message), False
+            return renderer.continuation(completion.tokens, messages), False
         except ChatTemplateError as exc:
             log.warning("cannot extend the prompt (%s); starting a new segment", exc)
-    return renderer.segment_prompt([*branch.messages, message], setup.protocol.tools), True
+    return renderer.segment_prompt([*branch.messages, *messages], setup.protocol.tools), True
 
 
 async def _run_branch(
@@ -320,7 +364,10 @@ async def _run_branch(
         )
         params = _params(setup, max_tokens)
         try:
-            (completion,) = await _sample(setup.sampler, branch.prompt, 1, params, config)
+            prompt = branch.prompt.prefix()
+            (completion,) = await _sample(
+                setup.sampler, prompt, 1, params, config, _vocab_size(setup.renderer)
+            )
         except SamplerFailure as exc:
             branch.stop, branch.error = StopReason.SAMPLER_ERROR, str(exc)
             return
@@ -376,7 +423,7 @@ async def rollout_group(
 
     def ended(reason: StopReason, error: str | None) -> TrajectoryGroup:
         branches = [
-            _Branch(i, [], EnvStep(observation=""), [], stop=reason, error=error)
+            _Branch(i, TokenBuffer(), EnvStep(observation=""), [], stop=reason, error=error)
             for i in range(size)
         ]
         trajectories = tuple(_trajectory(b, task, group_id, reward_fn) for b in branches)
@@ -396,11 +443,14 @@ async def rollout_group(
             return ended(StopReason.TOKEN_BUDGET, None)
         max_tokens = min(config.max_assistant_tokens, room)
         try:
-            firsts = await _sample(sampler, prompt, size, _params(setup, max_tokens), config)
+            params = _params(setup, max_tokens)
+            firsts = await _sample(sampler, prompt, size, params, config, _vocab_size(renderer))
         except SamplerFailure as exc:
             return ended(StopReason.SAMPLER_ERROR, str(exc))
         stepper = _Stepper(env)
-        branches = [_Branch(i, list(prompt), initial[i], list(messages)) for i in range(size)]
+        branches = [
+            _Branch(i, TokenBuffer(prompt), initial[i], list(messages)) for i in range(size)
+        ]
         await asyncio.gather(
             *(
                 _run_branch(b, c, max_tokens, setup, stepper)

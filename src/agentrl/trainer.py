@@ -17,18 +17,20 @@ Each update `n` (1-based):
 
 Checkpoints (training state + sampler weights) are saved every `save_every` updates and at the
 end, each described by `<run_dir>/checkpoints/update-NNNN.json`. `resume=True` loads the latest
-one and continues with the next update. Ctrl-C (task cancellation) lets a started optimizer
-step finish, saves a checkpoint of the last completed update, and re-raises.
+one and continues with the next update (`agentrl.resume`: damaged checkpoints, records of
+updates that were never checkpointed). Cancellation (what SIGINT / SIGTERM do to the CLI) lets
+a started optimizer step or save finish, saves a checkpoint of the last completed update, and
+re-raises. The run folder is locked while `run` goes (`agentrl.reporting.lock`).
 
 The trainer talks to the model only through `TrainingBackend` / `Sampler` and to the world only
-through an `EnvGroupFactory`.
+through an `EnvGroupFactory`. Where an update's groups come from (off-policy pipelining with
+`max_steps_off_policy = k`, dynamic sampling, straggler timings) is `agentrl.pipeline`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import random
 import time
@@ -37,7 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agentrl.advantages import AdvantageEstimator, check_finite
-from agentrl.backends.base import ForwardBackwardResult, TrainingBackend
+from agentrl.backends.base import ForwardBackwardResult, Sampler, TrainingBackend
 from agentrl.chat import ChatRenderer
 from agentrl.checkpoints import (
     CHECKPOINTS_DIR,
@@ -46,21 +48,31 @@ from agentrl.checkpoints import (
     RUN_FILE,
     CheckpointInfo,
     check_run_dir,
-    latest_checkpoint,
 )
-from agentrl.config import TrainConfig
+from agentrl.config import StalePolicy, TrainConfig
 from agentrl.datums import Datum, build_datums
-from agentrl.env import EnvGroupFactory
+from agentrl.env import EnvGroupFactory, close_env_factory
 from agentrl.metrics import UpdateMetrics, update_metrics
+from agentrl.pipeline import GroupSource, Rollout, extra_batch
+from agentrl.preflight import check_token_budget
 from agentrl.recipe import rollout_config_for
 from agentrl.records import TrajectoryRecord, append_records
+from agentrl.reporting.lock import OutputLock
 from agentrl.reporting.sinks import MetricSink, make_sinks
+from agentrl.resume import (
+    ORDER_FIELDS,
+    check_same_run,
+    drop_unsaved_records,
+    load_latest,
+    read_run_file,
+    write_run_file,
+)
 from agentrl.rewards import RewardFn
 from agentrl.rollout import rollout_batch
 from agentrl.tools import ToolProtocol
-from agentrl.types import TaskInfo, TrajectoryGroup
+from agentrl.types import JsonObject, TaskInfo, TrajectoryGroup
 
-__all__ = ["TrainResult", "Trainer", "task_batch"]
+__all__ = ["ORDER_FIELDS", "TrainResult", "Trainer", "task_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +115,6 @@ def _fingerprint(tasks: Sequence[TaskInfo]) -> str:
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
 
 
-ORDER_FIELDS = ("seed", "games_per_batch", "group_size")
-"""Settings a resumed run must share with the run it continues."""
-
-
 class Trainer:
     """Runs the update loop of one training run (see the module docstring)."""
 
@@ -146,6 +154,18 @@ class Trainer:
         """The last completed update."""
         self.last_saved: CheckpointInfo | None = None
         self._pending: UpdateMetrics | None = None
+        self.source = GroupSource(
+            rollout=self.rollout_games,
+            sampler=self.backend.sampler,
+            games=lambda n: task_batch(self.tasks, config.games_per_batch, config.seed, n - 1),
+            extra_games=lambda n, count: extra_batch(self.tasks, count, config.seed, n),
+            estimator=self.estimator,
+            max_steps_off_policy=config.max_steps_off_policy,
+            resample_stale=config.stale_groups is StalePolicy.RESAMPLE,
+            dynamic_budget=config.dynamic_sampling_budget,
+            last_update=config.max_steps,
+        )
+        self._uncommitted: CheckpointInfo | None = None
 
     # -- one update ------------------------------------------------------------------------
 
@@ -153,18 +173,28 @@ class Trainer:
         """Roll out the games of update `number` with the latest weights."""
         sampler = await self.backend.sampler()
         tasks = task_batch(self.tasks, self.config.games_per_batch, self.config.seed, number - 1)
+        rolled = await self.rollout_games(tasks, sampler, self.completed, f"update {number}")
+        return list(rolled.groups)
+
+    async def rollout_games(
+        self, tasks: Sequence[TaskInfo], sampler: Sampler, version: int, label: str
+    ) -> Rollout:
+        """Play `tasks` with `sampler` (taken after `version` updates), timing each group."""
         bar = None
         if self.progress:
             from tqdm.auto import tqdm  # type: ignore[import-untyped]
 
-            bar = tqdm(total=len(tasks), desc=f"update {number} rollout", unit="game", leave=False)
+            bar = tqdm(total=len(tasks), desc=f"{label} rollout", unit="game", leave=False)
+        started = time.perf_counter()
+        seconds: list[float] = []
 
         def tick(_: TrajectoryGroup) -> None:
+            seconds.append(time.perf_counter() - started)
             if bar is not None:
                 bar.update(1)
 
         try:
-            return await rollout_batch(
+            groups = await rollout_batch(
                 tasks,
                 env_factory=self.env_factory,
                 sampler=sampler,
@@ -175,6 +205,7 @@ class Trainer:
                 max_concurrent_groups=self.config.max_concurrent_games or len(tasks),
                 on_group=tick,
             )
+            return Rollout(tuple(groups), version, tuple(seconds))
         finally:
             if bar is not None:
                 bar.close()
@@ -195,7 +226,8 @@ class Trainer:
         """Run update `number`; a cancellation during its optimizer step lets the step finish."""
         timings: dict[str, float] = {}
         started = clock = time.perf_counter()
-        groups = await self.rollout_update(number)
+        taken = await self.source.take(number, self.completed)
+        groups = list(taken.groups)
         timings["rollout"] = time.perf_counter() - clock
         clock = time.perf_counter()
         advantages = self.estimator.estimate(groups)
@@ -226,6 +258,7 @@ class Trainer:
             backend=scalars,
             timings=timings,
             mismatch=None if result is None else result.mismatch,
+            sampling=taken.counters,
         )
         self._finish(number, groups, metrics)
         if cancelled:
@@ -250,27 +283,47 @@ class Trainer:
 
     async def save(self, number: int) -> CheckpointInfo:
         """Save a checkpoint of the current weights as update `number`."""
+        return self._commit(await self._save_weights(number))
+
+    async def _save_weights(self, number: int) -> CheckpointInfo:
+        """The backend's save of update `number`, not yet recorded (see `_commit`).
+
+        A cancellation lets a started save finish (it is then committed by the interrupt
+        handler), so a second save of the same name never overlaps it.
+        """
         name = f"update-{number:04d}"
-        ref = await self.backend.save(name)
-        info = CheckpointInfo(
+        saving = asyncio.ensure_future(self.backend.save(name))
+        try:
+            ref = await asyncio.shield(saving)
+        except asyncio.CancelledError:
+            ref = await saving
+            self._uncommitted = self._info(number, name, ref.state_path, ref.sampler_path)
+            raise
+        return self._info(number, name, ref.state_path, ref.sampler_path)
+
+    def _info(self, number: int, name: str, state: str, sampler: str) -> CheckpointInfo:
+        return CheckpointInfo(
             name=name,
             update=number,
-            state_path=ref.state_path,
-            sampler_path=ref.sampler_path,
+            state_path=state,
+            sampler_path=sampler,
             base_model=self.config.base_model,
             backend=self.config.backend.value,
         )
+
+    def _commit(self, info: CheckpointInfo) -> CheckpointInfo:
+        """Write the checkpoint record: from now on `--resume` continues from it."""
         folder = self.run_dir / CHECKPOINTS_DIR
         folder.mkdir(parents=True, exist_ok=True)
-        info.write(folder / f"{name}.json")
+        info.write(folder / f"{info.name}.json")
         self.last_saved = info
+        self._uncommitted = None
         return info
 
     async def _start(self) -> int:
         """Check the run folder, resume if asked; return the first update to run."""
         config, run_file = self.config, self.run_dir / RUN_FILE
-        latest = latest_checkpoint(self.run_dir)
-        state = {
+        state: JsonObject = {
             "config": config.model_dump(mode="json"),
             "tasks": len(self.tasks),
             "tasks_fingerprint": _fingerprint(self.tasks),
@@ -278,50 +331,50 @@ class Trainer:
         }
         if not config.resume:
             check_run_dir(config)
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            run_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+            write_run_file(run_file, state)
             return 1
         if run_file.exists():
-            self._check_same_run(json.loads(run_file.read_text(encoding="utf-8")), state)
+            check_same_run(self.run_dir, read_run_file(run_file), state)
         else:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            run_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+            write_run_file(run_file, state)
+        latest = await load_latest(self.backend, self.run_dir, fallback=config.resume_fallback)
+        done = 0 if latest is None else latest.update
+        drop_unsaved_records(self.run_dir, done)
         if latest is None:
             return 1
-        await self.backend.load(latest.ref)
         self.completed = latest.update
         self.last_saved = latest
         log.info("resumed from %s (update %d)", latest.name, latest.update)
         return latest.update + 1
 
-    def _check_same_run(self, before: dict[str, object], now: dict[str, object]) -> None:
-        old, new = before.get("config"), now["config"]
-        assert isinstance(new, dict)
-        problems = []
-        if isinstance(old, dict):
-            problems = [
-                f"--{k.replace('_', '-')} {old.get(k)} -> {new.get(k)}"
-                for k in ORDER_FIELDS
-                if old.get(k) != new.get(k)
-            ]
-        if before.get("tasks_fingerprint") != now["tasks_fingerprint"]:
-            problems.append(f"training games changed ({before.get('tasks')} -> {now['tasks']})")
-        if problems:
-            raise ValueError(
-                f"cannot resume {self.run_dir}: the game order would change: " + "; ".join(problems)
-            )
-
     # -- the loop --------------------------------------------------------------------------
 
     async def run(self) -> TrainResult:
-        """Run updates until `max_steps` (continuing a previous run if `resume`)."""
+        """Run updates until `max_steps` (continuing a previous run if `resume`).
+
+        The run folder is locked for the whole call: a second trainer on it is refused with
+        `OutputInUseError` naming the holder's pid.
+        """
+        with OutputLock(self.run_dir, what="run folder", folder=True):
+            return await self._run()
+
+    async def _run(self) -> TrainResult:
         config = self.config
+        await check_token_budget(  # before anything is written to the run folder
+            self.tasks[0],
+            env_factory=self.env_factory,
+            renderer=self.renderer,
+            protocol=self.protocol,
+            config=self.rollout,
+        )
         first = await self._start()
         if self._sinks is None:
             self._sinks = make_sinks(
                 self.run_dir / METRICS_FILE,
                 swanlab_mode=config.swanlab_mode,
                 swanlab_project=config.swanlab_project,
+                wandb_mode=config.wandb_mode,
+                wandb_project=config.wandb_project,
                 experiment_name=config.experiment_name or self.run_dir.name,
                 config=config.model_dump(mode="json"),
                 console=self.progress,
@@ -336,25 +389,35 @@ class Trainer:
         try:
             for number in range(first, config.max_steps + 1):
                 metrics = await self.update(number)
+                info: CheckpointInfo | None = None
                 if number % config.save_every == 0 or number == config.max_steps:
                     clock = time.perf_counter()
-                    saved.append(await self.save(number))
+                    info = await self._save_weights(number)
                     timings = {**metrics.timings, "save": time.perf_counter() - clock}
                     metrics = replace(metrics, timings=timings)
+                # Metrics first, then the record: a crash in between replays this update on
+                # resume (its records are dropped), never leaves a checkpoint without metrics.
                 self._sinks.log("train", number, metrics)
                 done.append(metrics)
+                if info is not None:
+                    saved.append(self._commit(info))
                 if bar is not None:
                     bar.update(1)
         except (asyncio.CancelledError, KeyboardInterrupt):
             await self._save_on_interrupt(saved, done)
             raise
         finally:
+            await self.source.close()
             if bar is not None:
                 bar.close()
             if self._own_sinks and self._sinks is not None:
                 self._sinks.close()
                 self._sinks = None
         return TrainResult(self.completed, tuple(saved), tuple(done))
+
+    async def close(self) -> None:
+        """Stop what the env factory holds (its worker pool): no process is left behind."""
+        await close_env_factory(self.env_factory)
 
     async def _save_on_interrupt(
         self, saved: list[CheckpointInfo], done: list[UpdateMetrics]
@@ -365,7 +428,11 @@ class Trainer:
                 self._sinks.log("train", pending.update, pending)
             done.append(pending)
         saved_update = self.last_saved.update if self.last_saved else 0
-        if self.completed > saved_update:
+        finished = self._uncommitted
+        if finished is not None and finished.update == self.completed:
+            saved.append(self._commit(finished))  # the interrupted save completed
+            log.warning("interrupted: saved %s (update %d)", finished.name, finished.update)
+        elif self.completed > saved_update:
             info = await self.save(self.completed)
             saved.append(info)
             log.warning("interrupted: saved %s (update %d)", info.name, info.update)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, TypeAlias
 
+from agentrl.tokens import Tokens
+
 JsonValue: TypeAlias = str | int | float | bool | list["JsonValue"] | dict[str, "JsonValue"] | None
 """A JSON-compatible value (used only at boundaries: tool schemas, records on disk)."""
 
@@ -114,6 +116,8 @@ class ParseErrorKind(StrEnum):
     MALFORMED = "malformed"
     TEXT_AFTER_CALL = "text_after_call"
     TRUNCATED = "truncated"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    """A call's arguments do not match its tool's schema (missing, mistyped or extra)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,14 @@ class ToolCall:
 
     name: str
     arguments: Mapping[str, str]
+    """Each argument as the model wrote it: a string value verbatim, any other JSON value as
+    its JSON text (some dialects, e.g. Qwen's XML form, carry no types); a function tool
+    decodes and validates them against its schema (`agentrl.tools.functions`)."""
+
+
+EnvAction: TypeAlias = str | tuple[ToolCall, ...]
+"""What one branch's turn sends the environment: the command of a text-command protocol
+(`CommandTool`), or the turn's validated tool calls, in order (function tools)."""
 
 
 @dataclass(frozen=True)
@@ -148,17 +160,28 @@ class ParsedAction:
     """The result of parsing an assistant message: an action or a typed error, never both."""
 
     action: str | None
+    """The command (text-command protocols), or a one-line summary of the calls."""
     error: ParseError | None = None
     call: ToolCall | None = None
+    calls: tuple[ToolCall, ...] = ()
+    """The turn's validated calls, in order, when the protocol sends calls to the environment
+    (function tools); empty for a text-command protocol, whose environment gets `action`."""
 
     def __post_init__(self) -> None:
         if (self.action is None) == (self.error is None):
             raise ValueError("ParsedAction needs exactly one of `action` and `error`")
+        if self.calls and self.error is not None:
+            raise ValueError("a failed ParsedAction carries no calls")
 
     @property
     def ok(self) -> bool:
         """True when an action was parsed."""
         return self.action is not None
+
+    @property
+    def env_action(self) -> EnvAction | None:
+        """What the environment receives for this turn: the calls, else the command."""
+        return self.calls if self.calls else self.action
 
     @classmethod
     def failure(cls, kind: ParseErrorKind, detail: str) -> ParsedAction:
@@ -207,6 +230,9 @@ class EnvStep:
     """Set when the branch failed (crash, timeout); the branch is then finished."""
     info: Mapping[str, str | int | float | bool] = field(default_factory=dict)
     """Extra scalar facts the environment reports (logged, never used as state)."""
+    outputs: tuple[str, ...] = ()
+    """One result text per call of the step, in call order (function-tool environments: each
+    becomes one tool message); empty for text-command environments."""
 
     @property
     def finished(self) -> bool:
@@ -231,7 +257,9 @@ class TaskInfo:
 class Turn:
     """One assistant turn: the exact prompt, the sampled completion and what it caused."""
 
-    prompt_tokens: tuple[int, ...]
+    prompt_tokens: Tokens
+    """The prompt: a tuple, or (from the rollout) a prefix of the trajectory's one shared token
+    buffer, so that prompts are stored once (see `agentrl.tokens`)."""
     completion_tokens: tuple[int, ...]
     logprobs: tuple[float, ...]
     """Sampler logprob of each completion token."""
@@ -247,6 +275,14 @@ class Turn:
     new_segment: bool = False
     """The prompt was re-rendered, not extended from the previous turn (the chat template
     cannot be extended): this turn starts a new training segment (datum)."""
+    more_tool_messages: tuple[Message, ...] = ()
+    """Tool messages after `tool_message` when the turn made several calls (one per call)."""
+
+    @property
+    def tool_messages(self) -> tuple[Message, ...]:
+        """Every tool message appended after this turn, in call order."""
+        first = () if self.tool_message is None else (self.tool_message,)
+        return (*first, *self.more_tool_messages)
 
     def __post_init__(self) -> None:
         if len(self.completion_tokens) != len(self.logprobs):

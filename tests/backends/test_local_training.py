@@ -90,13 +90,19 @@ def reference_loss(backend: LocalBackend, datums: list[Datum], loss: LossName) -
     for datum in datums:
         full = [*datum.model_input.tolist(), int(datum.target_tokens[-1])]
         new = backend.engine.sequence_logprobs(full).numpy()
-        for j in np.flatnonzero(datum.mask):
+        trained = np.flatnonzero(datum.mask)
+        seq_ratio = math.exp(float(np.mean(new[trained] - datum.logprobs[trained])))
+        for j in trained:
             r = math.exp(new[j] - datum.logprobs[j])
             a = float(datum.advantages[j])
             if loss is LossName.PPO:
                 total += -min(r * a, min(max(r, 0.8), 1.2) * a)
             elif loss is LossName.IMPORTANCE_SAMPLING:
                 total += -r * a
+            elif loss is LossName.CISPO:
+                total += -min(max(r, 0.8), 1.2) * a * new[j]
+            elif loss is LossName.GSPO:
+                total += -min(seq_ratio * a, min(max(seq_ratio, 0.8), 1.2) * a)
             else:
                 total += -new[j]
             tokens += 1
@@ -247,3 +253,48 @@ def test_device_selection() -> None:
         assert select_device("auto").type == "cpu"
         with pytest.raises(ValueError, match="CUDA is not available"):
             select_device("cuda")
+
+
+async def test_kl_penalty_is_zero_while_the_adapter_is_zero(qwen_tokenizer, tmp_path) -> None:
+    """The reference is the model with its LoRA adapter disabled: with B = 0 (fresh adapter)
+    policy and reference agree, so the penalty and its gradient vanish; after a step they do
+    not (so the check can fail)."""
+    from agentrl.backends.base import KLEstimator
+
+    backend = tiny(qwen_tokenizer, tmp_path)
+    datums = await sampled_datums(backend, qwen_tokenizer, 2, stale=0.0)
+    for estimator in KLEstimator:
+        config = LossConfig(kl_coef=1.0, kl_estimator=estimator)
+        result = await backend.forward_backward(datums, LossName.PPO, config)
+        plain = await backend.forward_backward(datums, LossName.PPO, LossConfig())
+        assert result.metrics["kl_ref"] == pytest.approx(0.0, abs=1e-6)
+        assert result.loss == pytest.approx(plain.loss, abs=1e-6)
+        backend.engine.model.zero_grad(set_to_none=True)
+    await backend.forward_backward(datums, LossName.PPO, LossConfig())
+    await backend.optim_step(AdamParams(learning_rate=0.05, grad_clip_norm=0.0))
+    moved = await backend.forward_backward(datums, LossName.PPO, LossConfig(kl_coef=1.0))
+    assert moved.metrics["kl_ref"] > 1e-4
+    assert any(p.requires_grad for p in backend.trainable_parameters())  # adapter back on
+
+
+@pytest.mark.parametrize("normalisation", ["sequence", "constant"])
+async def test_other_normalisations_do_not_depend_on_micro_batching(
+    qwen_tokenizer, tmp_path, normalisation
+) -> None:
+    from agentrl.backends.base import LossNormalisation
+
+    config = LossConfig(normalisation=LossNormalisation(normalisation), norm_constant=50.0)
+    backend = tiny(qwen_tokenizer, tmp_path)
+    datums = await sampled_datums(backend, qwen_tokenizer, 4, seed=2)
+    backend.micro_batch_tokens = 1 << 20
+    whole = await backend.forward_backward(datums, LossName.GSPO, config)
+    g_whole = grads(backend)
+    backend.engine.model.zero_grad(set_to_none=True)
+    backend.micro_batch_tokens = 1
+    split = await backend.forward_backward(datums, LossName.GSPO, config)
+    assert split.metrics["micro_batches"] == 4.0
+    assert split.loss == pytest.approx(whole.loss, rel=1e-5)
+    for a, b in zip(g_whole, grads(backend), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    tokens = await backend.forward_backward(datums, LossName.GSPO, LossConfig())
+    assert tokens.loss != pytest.approx(whole.loss, rel=1e-3)  # the divisor does matter

@@ -379,3 +379,48 @@ async def test_live_recipe_semantics() -> None:
     client = resumed.training_client
     await resumed.load(CheckpointRef(ref.name, ref.state_path, ref.sampler_path))
     assert resumed.training_client is client  # no second run
+
+
+async def test_cispo_reaches_the_service_and_unsupported_losses_are_refused(
+    sdk_loop, datum_factory
+) -> None:
+    """pytrio 0.2.9 lists cispo (not gspo) in its loss schemas; options the services have no
+    setting for (KL to a reference, TIS, other normalisations) are refused before any event."""
+    from agentrl.backends.base import LossNormalisation
+    from agentrl.backends.pytrio_convert import UnsupportedLossError
+
+    coordinator = FakeTrainerCoordinator()
+    backend = PyTrioBackend(
+        service=None,
+        training_client=_training_client(sdk_loop, coordinator),
+        base_model="Qwen/Qwen3-0.6B",
+        tokenizer=LocalTokenizer(),
+        limits=RemoteLimits(max_seq_len=4096),
+    )
+    datums = [datum_factory(seed=s, vocab=VOCAB, advantage=1.0 - s) for s in range(2)]
+    await backend.forward_backward(datums, LossName.CISPO, LossConfig(0.8, 1.28))
+    (fb,) = [p for e, p in coordinator.events if e is EventType.TRAINER_FORWARD_BACKWARD]
+    assert fb.loss.type == "cispo"
+    assert fb.loss.config == {"clip_low_threshold": 0.8, "clip_high_threshold": 1.28}
+    for loss, config, match in [
+        (LossName.GSPO, LossConfig(), "no server-side 'gspo'"),
+        (LossName.PPO, LossConfig(kl_coef=0.1), "kl_coef"),
+        (LossName.PPO, LossConfig(tis_cap=2.0), "tis_cap"),
+        (LossName.PPO, LossConfig(normalisation=LossNormalisation.SEQUENCE), "normalisation"),
+    ]:
+        with pytest.raises(UnsupportedLossError, match=match):
+            await backend.forward_backward(datums, loss, config)
+    assert len(coordinator.events) == 1  # nothing else was sent
+
+
+def test_sdks_list_the_losses_they_accept() -> None:
+    from agentrl.backends.pytrio_convert import check_remote_loss
+    from agentrl.backends.pytrio_sdk import PyTrioSdk, TinkerSdk
+
+    pytrio_names = PyTrioSdk().loss_names()
+    assert {"ppo", "importance_sampling", "cross_entropy", "cispo"} <= pytrio_names
+    assert "gspo" not in pytrio_names
+    pytest.importorskip("tinker")
+    tinker_names = TinkerSdk().loss_names()
+    assert {"ppo", "cispo", "gspo"} <= tinker_names
+    check_remote_loss(LossName.GSPO, LossConfig(), tinker_names, "tinker")  # accepted

@@ -280,3 +280,17 @@ async def test_train_resume_through_the_recipe_creates_one_run(
     (restored,) = second  # exactly one run on resume
     assert restored["source_checkpoint_uri"] == "trio://run-1/state/update-0001"
     assert restored["restore_optimizer"] is True
+
+
+async def test_a_state_the_service_cannot_find_is_a_checkpoint_error(sdk_loop) -> None:
+    from agentrl.backends.errors import CheckpointError
+
+    runtime = _runtime(sdk_loop)
+    with pytest.raises(CheckpointError, match="trio://gone/state/update-0007"):
+        await PyTrioBackend.resume(
+            "trio://gone/state/update-0007",
+            base_model=MODEL,
+            service=service_over(runtime),
+            tokenizer=LocalTokenizer(),
+        )
+    assert runtime.control_client.training_runs == []

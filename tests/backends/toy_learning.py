@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,14 @@ from agentrl.rollout import RolloutConfig, rollout_batch
 from agentrl.testing import PolicySampler
 from agentrl.types import TaskInfo, TrajectoryGroup
 
-__all__ = ["MULTI_TURN", "SINGLE_STEP", "BatchSummary", "ToyLearningResult", "ToyLearningSetup"]
+__all__ = [
+    "MULTI_TURN",
+    "SINGLE_STEP",
+    "BatchSummary",
+    "ToyLearningResult",
+    "ToyLearningSetup",
+    "plot_learning_curves",
+]
 
 
 @dataclass(frozen=True)
@@ -99,8 +107,13 @@ async def run_toy_learning(
     tokenizer: Any,
     estimator: AdvantageEstimator | None = None,
     on_update: Callable[[int, BatchSummary], None] | None = None,
+    loss: LossName = LossName.PPO,
+    loss_config: LossConfig | None = None,
+    steps_per_batch: int = 1,
 ) -> ToyLearningResult:
-    """Warm start, evaluate on held-out games, train `setup.updates` updates, evaluate again."""
+    """Warm start, evaluate on held-out games, train `setup.updates` updates, evaluate again
+    (RL updates with `loss` / `loss_config`, default PPO with clip 0.8 / 1.2; each batch takes
+    `steps_per_batch` optimizer steps, so from the second on the batch is off-policy)."""
     protocol = PlainCommands()
     renderer = ChatRenderer(tokenizer)
     estimator = estimator or GroupMean()
@@ -152,8 +165,29 @@ async def run_toy_learning(
         if on_update is not None:
             on_update(update, summary)
         datums = build_datums(groups, advantages)
-        if datums:
-            await backend.forward_backward(datums, LossName.PPO, LossConfig(0.8, 1.2))
+        for _ in range(steps_per_batch if datums else 0):
+            await backend.forward_backward(datums, loss, loss_config or LossConfig(0.8, 1.2))
             await backend.optim_step(adam)
     after = BatchSummary.of(await rollouts(sampler, held_out, evaluation))
     return ToyLearningResult(before=before, after=after, history=tuple(history))
+
+
+def plot_learning_curves(
+    results: dict[str, ToyLearningResult], path: Path, *, legend_fontsize: float | None = None
+) -> None:
+    """Training-batch reward and success per update, one line per run (a PNG at `path`)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(10, 4))
+    FigureCanvasAgg(figure)
+    reward_axes, success_axes = figure.subplots(1, 2)
+    for name, result in results.items():
+        updates = range(1, len(result.history) + 1)
+        reward_axes.plot(updates, [h.reward for h in result.history], marker="o", label=name)
+        success_axes.plot(updates, [h.success for h in result.history], marker="o", label=name)
+    reward_axes.set(title="mean reward (training batch)", xlabel="update")
+    success_axes.set(title="success rate (training batch)", xlabel="update")
+    reward_axes.legend(fontsize=legend_fontsize)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)

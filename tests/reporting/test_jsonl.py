@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,51 @@ def test_corruption_in_the_middle_names_file_and_line(tmp_path: Path) -> None:
 def test_nan_is_refused(tmp_path: Path) -> None:
     with JsonlWriter(tmp_path / "out.jsonl") as w, pytest.raises(ValueError):
         w.write({"x": float("nan")})
+
+
+def test_drop_records_truncates_in_place_so_an_open_writer_goes_on(tmp_path: Path) -> None:
+    from agentrl.reporting.jsonl import drop_records
+
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(f'{{"step": {i}}}\n' for i in range(1, 6)) + '{"step": 6, "ti')
+    with pytest.warns(UserWarning, match="incomplete last record"):
+        writer = JsonlWriter(path, WriteMode.APPEND)  # repairs the cut line
+    assert drop_records(path, lambda r: int(r["step"]) > 3) == 2  # type: ignore[arg-type]
+    writer.write({"step": 4})
+    writer.close()
+    assert [r["step"] for r in read_jsonl(path)] == [1, 2, 3, 4]
+    assert drop_records(path, lambda r: r["step"] == 2) == 1  # not a tail: rewritten
+    assert [r["step"] for r in read_jsonl(path)] == [1, 3, 4]
+
+
+def test_append_records_never_appends_onto_a_cut_line(tmp_path: Path) -> None:
+    from reporting_helpers import make_trajectory
+
+    from agentrl.records import TrajectoryRecord, append_records, read_records
+    from agentrl.reporting.records import episode_record
+
+    path = tmp_path / "rollouts.jsonl"
+    record = TrajectoryRecord.from_trajectory(make_trajectory("t-1"))
+    append_records(path, [record])
+    with path.open("a") as handle:
+        handle.write(record.to_json()[:30])  # a crash mid-write
+    with pytest.warns(UserWarning, match="dropping an incomplete last record"):
+        append_records(path, [record, record])
+    assert len(list(read_records(path))) == 3
+    assert episode_record(record)["type"] == "episode"
+
+
+def test_a_lock_refuses_a_second_holder_and_takes_over_a_dead_ones(tmp_path: Path) -> None:
+    from agentrl.reporting.lock import OutputInUseError, OutputLock, check_not_in_use
+
+    target = tmp_path / "e.jsonl"
+    target.with_name("e.jsonl.lock").write_text("999999999\n")  # left by a dead process
+    with OutputLock(target) as lock:
+        assert lock.held
+        assert lock.path.read_text().strip() == str(os.getpid())
+        with pytest.raises(OutputInUseError, match=rf"in use by process {os.getpid()}"):
+            OutputLock(target).acquire()
+        with pytest.raises(OutputInUseError, match=r"e\.jsonl"):
+            check_not_in_use(target)
+    assert not lock.path.exists()
+    check_not_in_use(target)

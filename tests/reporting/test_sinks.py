@@ -66,6 +66,7 @@ def test_console_sink_prints_a_table(tmp_path: Path) -> None:
         "tokens",
         "kl",
         "sec",
+        "errors",
     ]
     row = lines[1].split()
     assert row[0] == "1"
@@ -84,7 +85,7 @@ def test_format_table_of_summaries() -> None:
     assert lines[2].split()[2] == "66.67%"
     assert lines[4].split()[2] == "33.33%"
     # every game made one invalid (unparseable) call
-    assert all(line.split()[-1] == "1.00" for line in lines[2:])
+    assert all(line.split()[-2:] == ["1.00", "0"] for line in lines[2:])  # invalid, errors
 
 
 def test_make_sinks_disabled_does_not_touch_swanlab(tmp_path: Path) -> None:

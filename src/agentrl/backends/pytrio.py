@@ -32,19 +32,19 @@ from agentrl.backends.base import (
     ForwardBackwardResult,
     LossConfig,
     LossName,
-    SamplingParams,
 )
+from agentrl.backends.errors import CheckpointError
 from agentrl.backends.mismatch import LogprobMismatch, datum_mismatch
 from agentrl.backends.pytrio_convert import (
     MaskMode,
     RemoteLimits,
     check_datums_fit,
-    completion_from_sequence,
+    check_remote_loss,
     loss_fn_config,
     to_sdk_adam,
     to_sdk_datum,
-    to_sdk_sampling_params,
 )
+from agentrl.backends.pytrio_sampler import RemoteSampler, check_in_flight
 from agentrl.backends.pytrio_sdk import (
     RECOVERY_TTL_SECONDS,
     MissingApiKeyError,
@@ -54,76 +54,10 @@ from agentrl.backends.pytrio_sdk import (
     sdk_for,
 )
 from agentrl.datums import Datum
-from agentrl.types import Completion
 
 __all__ = ["MaskMode", "MissingApiKeyError", "PyTrioBackend", "RemoteSampler", "SdkName"]
 
 log = logging.getLogger(__name__)
-
-
-class RemoteSampler:
-    """`Sampler` over an SDK sampling client, with a bound on requests in flight."""
-
-    def __init__(
-        self,
-        client: Any,
-        *,
-        sdk: PyTrioSdk | None = None,
-        max_in_flight: int = 64,
-        limits: RemoteLimits | None = None,
-        service: Any = None,
-    ) -> None:
-        _check_in_flight(max_in_flight)
-        self.client = client
-        self.service = service
-        """The service client this sampler owns (closed by `close`), if any."""
-        self.sdk = sdk or PyTrioSdk()
-        self.limits = limits or RemoteLimits()
-        self.max_in_flight = max_in_flight
-        self._semaphore: asyncio.Semaphore | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.prompt_tokens = 0
-        """Prompt tokens sent (each request counts its prompt once)."""
-
-    def _gate(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        if self._semaphore is None or self._loop is not loop:
-            self._semaphore, self._loop = asyncio.Semaphore(self.max_in_flight), loop
-        return self._semaphore
-
-    async def sample(
-        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
-    ) -> list[Completion]:
-        """`num_samples` completions with per-token logprobs."""
-        prompt = [int(t) for t in prompt_tokens]
-        if not prompt:
-            raise ValueError("prompt_tokens is empty")
-        limit = self.limits.max_sample_len
-        if limit is not None and len(prompt) + params.max_tokens > limit:
-            raise ValueError(
-                f"prompt of {len(prompt)} tokens + max_tokens {params.max_tokens} exceeds the "
-                f"service's sampling limit of {limit} tokens"
-            )
-        types = self.sdk.types
-        model_input = types.ModelInput.from_ints(prompt)
-        sdk_params = to_sdk_sampling_params(types, params)
-        async with self._gate():
-            response = await self.sdk.sample(self.client, model_input, num_samples, sdk_params)
-        self.prompt_tokens += len(prompt)
-        prefill = _billed_prefill(response, len(prompt))
-        completions = [
-            completion_from_sequence(seq, prefill if k == 0 else 0)
-            for k, seq in enumerate(response.sequences)
-        ]
-        if len(completions) != num_samples:
-            raise ValueError(f"asked the service for {num_samples} samples, got {len(completions)}")
-        return completions
-
-    async def close(self) -> None:
-        """Finish the session of the service client this sampler owns (if it owns one)."""
-        if self.service is not None:
-            await self.sdk.close(self.service)
-            self.service = None
 
 
 class PyTrioBackend:
@@ -211,7 +145,7 @@ class PyTrioBackend:
         """Connect and start a new LoRA training run on `base_model` (pytrio: rank in [4, 64])."""
         dialect = sdk_for(sdk)
         dialect.check_rank(rank)
-        _check_in_flight(max_in_flight)
+        check_in_flight(max_in_flight)
         if service is None:  # else: an existing service client (e.g. shared in a notebook)
             service = await asyncio.to_thread(dialect.connect, api_key, max_in_flight)
         limits = await dialect.limits(service, base_model)
@@ -253,11 +187,11 @@ class PyTrioBackend:
         """ONE new training run restored (weights + optimizer) from a `save` state path; a
         later `load()` of the same checkpoint does not start another run."""
         dialect = sdk_for(sdk)
-        _check_in_flight(max_in_flight)
+        check_in_flight(max_in_flight)
         if service is None:  # else: an existing service client (e.g. shared in a notebook)
             service = await asyncio.to_thread(dialect.connect, api_key, max_in_flight)
         limits = await dialect.limits(service, base_model)
-        client = await dialect.resume_training(service, state_path)
+        client = await _restore(dialect, service, state_path)
         return cls(
             service,
             client,
@@ -308,30 +242,29 @@ class PyTrioBackend:
         loss = LossName(loss)
         if not datums:
             raise ValueError("forward_backward got no datums")
+        check_remote_loss(loss, config, self.sdk.loss_names(), self.sdk.name.value)
         check_datums_fit(datums, self.limits, self.base_model)
         types = self.sdk.types
         data = [to_sdk_datum(types, d, loss, self.mask_mode) for d in datums]
         settings = loss_fn_config(loss, config)
+
+        async def send() -> Any:  # to the current training client (a recovery replaces it)
+            return await self.sdk.forward_backward(self.training_client, data, loss.value, settings)
+
         retried = recovered = 0.0
         try:
-            output = await self.sdk.forward_backward(
-                self.training_client, data, loss.value, settings
-            )
+            output = await send()
         except Exception as failure:
             log.warning("remote forward_backward failed (%s); trying once more", failure)
             retried = 1.0
             try:  # a client whose gradients became uncertain refuses this (run broken)
-                output = await self.sdk.forward_backward(
-                    self.training_client, data, loss.value, settings
-                )
+                output = await send()
             except Exception as exc:
                 if not is_broken_run(exc):
                     raise
                 await self._recover(failure)
                 recovered = 1.0
-                output = await self.sdk.forward_backward(
-                    self.training_client, data, loss.value, settings
-                )
+                output = await send()
         metrics = {k: float(v) for k, v in dict(getattr(output, "metrics", {}) or {}).items()}
         if retried:
             metrics.update(retried=retried, recovered=recovered)
@@ -391,7 +324,7 @@ class PyTrioBackend:
         """Restore training state (weights + optimizer) from `ref`: a new training run, unless
         this backend's run already started from that state (see `resume`)."""
         if ref.state_path != self._state_path:
-            self.training_client = await self.sdk.resume_training(self.service, ref.state_path)
+            self.training_client = await _restore(self.sdk, self.service, ref.state_path)
             if self.tokenizer is not None:
                 self.sdk.use_local_tokenizer(self.training_client, self.tokenizer)
             self._state_path = ref.state_path
@@ -404,9 +337,15 @@ class PyTrioBackend:
         await self.sdk.close(self.service)
 
 
-def _check_in_flight(max_in_flight: int) -> None:
-    if max_in_flight < 1:
-        raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+async def _restore(sdk: PyTrioSdk, service: Any, state_path: str) -> Any:
+    """A training client from a saved state; a state the service refuses is a CheckpointError
+    naming it (the SDK's own error is chained)."""
+    try:
+        return await sdk.resume_training(service, state_path)
+    except Exception as exc:
+        raise CheckpointError(
+            state_path, f"the {sdk.name} service could not restore this training state: {exc}"
+        ) from exc
 
 
 def _mismatch(datums: Sequence[Datum], output: Any) -> LogprobMismatch | None:
@@ -421,15 +360,6 @@ def _mismatch(datums: Sequence[Datum], output: Any) -> LogprobMismatch | None:
             return None
         values.append(np.asarray(logprobs.to_numpy(), dtype=np.float64))
     return datum_mismatch(datums, values)
-
-
-def _billed_prefill(response: Any, prompt_length: int) -> int:
-    """Prompt tokens the service computed for one request (shared by its samples)."""
-    hits = getattr(response, "prompt_cache_hit_tokens", None)  # tinker
-    if isinstance(hits, int):
-        return max(prompt_length - hits, 0)
-    billed = getattr(response, "input_tokens", None)  # pytrio usage
-    return billed if isinstance(billed, int) and billed > 0 else prompt_length
 
 
 def _load_tokenizer(tokenizer: Any) -> Any:

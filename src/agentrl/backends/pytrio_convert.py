@@ -25,16 +25,26 @@ from typing import Any
 
 import numpy as np
 
-from agentrl.backends.base import AdamParams, LossConfig, LossName, MaskMode, SamplingParams
+from agentrl.backends.base import (
+    AdamParams,
+    LossConfig,
+    LossName,
+    LossNormalisation,
+    MaskMode,
+    SamplingParams,
+)
 from agentrl.datums import Datum
 from agentrl.types import Completion, CompletionStop
 
 __all__ = [
+    "CLIPPED_LOSSES",
     "IGNORE_INDEX",
     "DatumTooLongError",
     "MaskMode",
     "RemoteLimits",
+    "UnsupportedLossError",
     "check_datums_fit",
+    "check_remote_loss",
     "completion_from_sequence",
     "loss_fn_config",
     "to_sdk_adam",
@@ -86,9 +96,46 @@ def check_datums_fit(datums: Sequence[Datum], limits: RemoteLimits, base_model: 
             )
 
 
+CLIPPED_LOSSES = (LossName.PPO, LossName.CISPO, LossName.GSPO)
+"""Losses whose server-side config carries the ratio clip thresholds."""
+
+
+class UnsupportedLossError(ValueError):
+    """The remote service has no server-side loss (or option) for what was asked."""
+
+
+def check_remote_loss(
+    loss: LossName, config: LossConfig, accepted: frozenset[str], service: str
+) -> None:
+    """Refuse, before any request, a loss or loss option the service cannot run.
+
+    `accepted` is the SDK's own list of loss names (pytrio: `LOSS_INPUT_SCHEMAS`, tinker:
+    `LossFnType`). The services normalise, clip and weight on their side, so a KL penalty, a
+    TIS cap and a non-default normalisation exist only on the local backend.
+    """
+    loss = LossName(loss)
+    if loss.value not in accepted:
+        raise UnsupportedLossError(
+            f"{service} has no server-side {loss.value!r} loss (it accepts "
+            f"{', '.join(sorted(accepted))}); use another loss or the local backend"
+        )
+    unsupported = []
+    if config.kl_coef > 0:
+        unsupported.append(f"kl_coef={config.kl_coef} (KL penalty to a reference policy)")
+    if config.tis_cap is not None:
+        unsupported.append(f"tis_cap={config.tis_cap} (truncated importance sampling)")
+    if LossNormalisation(config.normalisation) is not LossNormalisation.TOKENS:
+        unsupported.append(f"normalisation={LossNormalisation(config.normalisation).value}")
+    if unsupported:
+        raise UnsupportedLossError(
+            f"{service} computes the {loss.value} loss server-side and has no setting for "
+            f"{'; '.join(unsupported)}: these run on the local backend only"
+        )
+
+
 def loss_fn_config(loss: LossName, config: LossConfig) -> dict[str, float] | None:
-    """The SDK's `loss_fn_config` for `loss` (PPO clip thresholds; None otherwise)."""
-    if loss is LossName.PPO:
+    """The SDK's `loss_fn_config` for `loss` (clip thresholds for ppo / cispo / gspo)."""
+    if LossName(loss) in CLIPPED_LOSSES:
         return {"clip_low_threshold": config.clip_low, "clip_high_threshold": config.clip_high}
     return None
 

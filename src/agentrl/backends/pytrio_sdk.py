@@ -91,6 +91,12 @@ class PyTrioSdk:
             "variable, or run `trio login` once to store one."
         )
 
+    def loss_names(self) -> frozenset[str]:
+        """The loss names the SDK accepts, read from the SDK itself (pytrio 0.2.9:
+        cross_entropy, importance_sampling, ppo, cispo, dro)."""
+        batch = require("pytrio.client.training_batch", "pytrio", "the PyTRIO backend")
+        return frozenset(str(name) for name in batch.LOSS_INPUT_SCHEMAS)
+
     def check_rank(self, rank: int) -> None:
         """Raise ValueError for a LoRA rank the SDK would refuse."""
         if rank < 1:
@@ -189,6 +195,13 @@ class TinkerSdk(PyTrioSdk):
 
     def __init__(self) -> None:
         self._api_key: str | None = None
+
+    def loss_names(self) -> frozenset[str]:
+        """The loss names the SDK accepts (tinker 0.38's `LossFnType`: also gspo,
+        stable_reinforce and custom)."""
+        import typing
+
+        return frozenset(str(name) for name in typing.get_args(self.types.LossFnType))
 
     @property
     def module(self) -> ModuleType:

@@ -25,9 +25,23 @@ re-renders every turn as a new segment (`segment_prompt`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
+from agentrl.chat.base import (
+    ChatTemplateError,
+    ChatTokenizer,
+    HistoryRewriteError,
+    message_to_dict,
+)
 from agentrl.chat.dialects import ToolCallDialect, detect_dialect, dialect_for
+from agentrl.chat.encoding import (
+    BoundaryCheck,
+    LineEncoder,
+    VerifyMode,
+    batch_encoder,
+    missing_suffix,
+    verify_mode,
+)
 from agentrl.chat.history import (
     ExtensionMode,
     RenderRecord,
@@ -50,43 +64,6 @@ PROBE_MARK = "zq7probe"
 """A string that never occurs in a chat template, used to find the probe reply."""
 
 
-class ChatTokenizer(Protocol):
-    """The part of a Hugging Face tokenizer the renderer uses."""
-
-    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any:
-        """Render messages with the tokenizer's chat template."""
-        ...
-
-    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]:
-        """Text to token ids."""
-        ...
-
-    def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = ...) -> str:
-        """Token ids to text."""
-        ...
-
-
-class ChatTemplateError(ValueError):
-    """The chat template cannot be extended token by token."""
-
-
-class HistoryRewriteError(ChatTemplateError):
-    """The chat template renders earlier turns differently once more messages follow."""
-
-
-def message_to_dict(message: Message) -> dict[str, Any]:
-    """A `Message` in the dict form Hugging Face chat templates expect."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {"type": "function", "function": {"name": c.name, "arguments": dict(c.arguments)}}
-            for c in message.tool_calls
-        ]
-    if message.name is not None:
-        out["name"] = message.name
-    return out
-
-
 _first_difference = first_difference
 
 
@@ -97,7 +74,10 @@ class ChatRenderer:
     `chat_template` overrides the tokenizer's template; `dialect` names the tool-call dialect
     (a name or an object; default: detected from the template); `probe_reply` is a typical
     assistant reply (default: a call written by the dialect, in its reasoning form when
-    thinking) used to derive the closing and tool-message tokens.
+    thinking) used to derive the closing and tool-message tokens. `verify` says how each
+    tool-message delta is checked against a full render (`VerifyMode`: True = "boundary", the
+    cheap default; "full" re-encodes the probe every turn; False = "off"); `line_cache` reuses
+    the tokens of repeated lines (exact; see `agentrl.chat.encoding`).
     """
 
     def __init__(
@@ -111,7 +91,8 @@ class ChatRenderer:
         enable_thinking: bool = False,
         probe_reply: str | None = None,
         allow_history_rewrite: bool = False,
-        verify: bool = True,
+        verify: bool | str | VerifyMode = True,
+        line_cache: bool = True,
     ) -> None:
         self.tokenizer = tokenizer
         self.tools: tuple[JsonObject, ...] = tuple(tools)
@@ -123,7 +104,7 @@ class ChatRenderer:
         self.enable_thinking = self.template_kwargs.get("enable_thinking") is True
         self.chat_template = chat_template
         self.allow_history_rewrite = allow_history_rewrite
-        self.verify = verify
+        self.verify = verify_mode(verify)
         template = chat_template or getattr(tokenizer, "chat_template", None) or ""
         if isinstance(dialect, str):
             dialect = dialect_for(dialect)
@@ -142,10 +123,20 @@ class ChatRenderer:
             self.closing_text, self.closing_tokens = "", []
             warn_once(f"segments:{template}", f"{exc}; every turn starts a new segment")
         self._assistant = {"role": "assistant", "content": self._reply}
+        self._delta_tools: tuple[JsonObject, ...] | None = None
+        """Tools of tool-message probe renders: () where checked to give the same text."""
         if self.extension is not ExtensionMode.SEGMENTS:
             self._probe_text = self.render_text([*self._context, self._assistant])
-            self._probe_tokens = self.encode(self._probe_text)
             self._check_history(str(template))
+            if self.verify is not VerifyMode.FULL and self.tools:
+                self._try_bare_probe()
+            self._probe_tokens = self.encode(self._probe_text)
+        self._boundary = BoundaryCheck(
+            tokenizer, self.encode, self.closing_text, self.closing_tokens
+        )
+        self._lines = LineEncoder(
+            self.encode, encode_many=batch_encoder(tokenizer), enabled=line_cache
+        )
 
     @property
     def record(self) -> RenderRecord:
@@ -236,16 +227,19 @@ class ChatRenderer:
     def missing_closing(self, completion: Sequence[int]) -> list[int]:
         """The closing tokens the completion lacks (its tail may already hold a prefix of them,
         typically the stop token)."""
-        return _missing(completion, self.closing_tokens)
+        return missing_suffix(completion, self.closing_tokens)
 
-    def tool_message_tokens(self, message: Message) -> list[int]:
-        """Tokens the template puts after a closed assistant turn for `message`, up to and
-        including the next generation prompt. Derived from the fixed probe conversation."""
+    def tool_message_tokens(self, message: Message | Sequence[Message]) -> list[int]:
+        """Tokens the template puts after a closed assistant turn for `message` (or several
+        tool messages, one per call, in order), up to and including the next generation
+        prompt. Derived from the fixed probe conversation."""
         if self.segments:
             raise ChatTemplateError("this template cannot be extended; use segment_prompt")
+        messages = [message] if isinstance(message, Message) else list(message)
         full = self.render_text(
-            [*self._context, self._assistant, message_to_dict(message)],
+            [*self._context, self._assistant, *(message_to_dict(m) for m in messages)],
             add_generation_prompt=True,
+            tools=self._delta_tools,
         )
         if full.startswith(self._probe_text):
             cut = len(self._probe_text)
@@ -253,7 +247,8 @@ class ChatRenderer:
             if self.extension is ExtensionMode.EXTENDS:
                 raise HistoryRewriteError(
                     "the chat template renders the earlier assistant turn differently once a "
-                    f"{message.role} message follows ({_first_difference(self._probe_text, full)})"
+                    f"{messages[0].role} message follows "
+                    f"({_first_difference(self._probe_text, full)})"
                     "; pass allow_history_rewrite=True to keep the sampled tokens anyway"
                 )
             marker = self._reply + self.closing_text
@@ -263,24 +258,40 @@ class ChatRenderer:
                     "cannot find the assistant reply in the template's render of a tool message"
                 )
             cut = found + len(marker)
-        delta = self.encode(full[cut:])
-        if self.verify:
+        text = full[cut:]
+        delta = self._lines.encode(text)
+        if self.verify is VerifyMode.FULL:
             head = self._probe_tokens if cut == len(self._probe_text) else self.encode(full[:cut])
-            if head + delta != self.encode(full):
-                raise ChatTemplateError(
-                    "the tool message's first tokens merge with the assistant turn's closing "
-                    f"text {self.closing_text!r}; this template cannot be extended token by token"
-                )
+            merged = head + delta != self.encode(full)
+        else:
+            merged = self.verify is VerifyMode.BOUNDARY and not self._boundary.ok(text, delta)
+        if merged:
+            raise ChatTemplateError(
+                "the tool message's first tokens merge with the assistant turn's closing "
+                f"text {self.closing_text!r}; this template cannot be extended token by token"
+            )
         return delta
 
     def extend(
-        self, prompt_tokens: Sequence[int], completion_tokens: Sequence[int], tool_message: Message
+        self,
+        prompt_tokens: Sequence[int],
+        completion_tokens: Sequence[int],
+        tool_message: Message | Sequence[Message],
     ) -> list[int]:
-        """`prompt + completion + missing closing tokens + tool-message tokens` (a completion
-        that ended on the first tokens of what follows, e.g. GLM's `<|observation|>`, is not
-        given them twice)."""
+        """`prompt + completion + missing closing tokens + tool-message tokens`."""
+        return [
+            *prompt_tokens,
+            *completion_tokens,
+            *self.continuation(completion_tokens, tool_message),
+        ]
+
+    def continuation(
+        self, completion_tokens: Sequence[int], tool_message: Message | Sequence[Message]
+    ) -> list[int]:
+        """What `extend` appends after the completion: the closing tokens it lacks, then the
+        tool-message tokens (not twice where the completion ended on them, e.g. GLM's)."""
         after = [*self.closing_tokens, *self.tool_message_tokens(tool_message)]
-        return [*prompt_tokens, *completion_tokens, *_missing(completion_tokens, after)]
+        return missing_suffix(completion_tokens, after)
 
     def completion_text(self, completion_tokens: Sequence[int]) -> str:
         """The assistant's text: the completion decoded without its trailing stop tokens."""
@@ -291,6 +302,20 @@ class ChatRenderer:
         return self.tokenizer.decode(tokens, skip_special_tokens=False)
 
     # -- template checks -------------------------------------------------------------------
+
+    def _try_bare_probe(self) -> None:
+        """Render tool messages over a probe without tools where that gives the same text."""
+        tool = {"role": "tool", "name": "probe_tool", "content": "Probe result."}
+        messages = [*self._context, self._assistant, tool, {**tool, "content": "Second."}]
+        bare_probe = self.render_text([*self._context, self._assistant], tools=())
+        bare = self.render_text(messages, add_generation_prompt=True, tools=())
+        full = self.render_text(messages, add_generation_prompt=True)
+        if (
+            bare.startswith(bare_probe)
+            and full.startswith(self._probe_text)
+            and bare[len(bare_probe) :] == full[len(self._probe_text) :]
+        ):
+            self._delta_tools, self._probe_text = (), bare_probe
 
     def _probe_reply(self, given: str | None) -> str:
         if given is not None:
@@ -327,9 +352,8 @@ class ChatRenderer:
             )
         closing = after[len(self._reply) :]
         tokens = self.encode(closing)
-        if self.verify and self.encode(prompt) + self.encode(self._reply) + tokens != (
-            self.encode(with_reply)
-        ):
+        pieces = self.encode(prompt) + self.encode(self._reply) + tokens
+        if self.verify is not VerifyMode.OFF and pieces != self.encode(with_reply):
             raise ChatTemplateError(
                 f"the closing text {closing!r} merges with the assistant's last tokens"
             )
@@ -374,11 +398,3 @@ class ChatRenderer:
                     "sampled tokens anyway."
                 )
             previous = following
-
-
-def _missing(completion: Sequence[int], after: Sequence[int]) -> list[int]:
-    """`after` without the prefix of it that the completion already ends with."""
-    for k in range(min(len(after), len(completion)), 0, -1):
-        if list(completion[-k:]) == list(after[:k]):
-            return list(after[k:])
-    return list(after)

@@ -1,7 +1,8 @@
-"""Reporting: metric sinks (JSONL, SwanLab, console), eval JSONL records, plots, HTML viewer.
+"""Reporting: metric sinks (JSONL, SwanLab, W&B, console), eval JSONL records, plots, viewer.
 
-SwanLab, plots (matplotlib) and the viewer are imported from their own modules
-(`agentrl.reporting.swanlab`, `.plots`, `.viewer`) so importing this package stays light.
+SwanLab, W&B, plots (matplotlib) and the viewer are imported from their own modules
+(`agentrl.reporting.swanlab`, `.wandb`, `.plots`, `.viewer`) so importing this package stays
+light.
 """
 
 from agentrl.reporting.jsonl import JsonlError, JsonlWriter, WriteMode, read_jsonl
@@ -25,6 +26,7 @@ from agentrl.reporting.sinks import (
     Reportable,
     format_table,
     make_sinks,
+    tracker_sinks,
 )
 
 __all__ = [
@@ -49,4 +51,5 @@ __all__ = [
     "read_jsonl",
     "run_record",
     "summary_record",
+    "tracker_sinks",
 ]

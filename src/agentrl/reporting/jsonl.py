@@ -8,9 +8,12 @@ and the line.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import warnings
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -18,7 +21,14 @@ from typing import IO, Self
 
 from agentrl.types import JsonObject
 
-__all__ = ["JsonlError", "JsonlWriter", "WriteMode", "read_jsonl"]
+__all__ = [
+    "JsonlError",
+    "JsonlWriter",
+    "WriteMode",
+    "drop_records",
+    "named_os_error",
+    "read_jsonl",
+]
 
 
 class JsonlError(ValueError):
@@ -65,6 +75,17 @@ def _repair_tail(path: Path) -> None:
             handle.write(b"\n")
 
 
+def named_os_error(exc: OSError, path: Path, doing: str) -> OSError:
+    """The same OSError, with a message that names the path and what to do."""
+    reason = exc.strerror or str(exc)
+    hint = ""
+    if exc.errno == errno.ENOSPC:
+        hint = "; free some space (or choose another folder) and resume"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        hint = "; check the folder's permissions or choose another path"
+    return type(exc)(exc.errno, f"{doing} {path}: {reason}{hint}")
+
+
 class JsonlWriter:
     """Writes one JSON object per line, flushed (and optionally fsynced) after each record."""
 
@@ -82,17 +103,50 @@ class JsonlWriter:
         if mode is WriteMode.APPEND and self.path.exists():
             _repair_tail(self.path)
         flags = {WriteMode.CREATE: "x", WriteMode.APPEND: "a", WriteMode.OVERWRITE: "w"}[mode]
-        self._handle: IO[str] | None = self.path.open(flags, encoding="utf-8")
+        try:
+            self._handle: IO[str] | None = self.path.open(flags, encoding="utf-8")
+        except IsADirectoryError:
+            raise IsADirectoryError(f"{self.path} is a folder, not a file") from None
 
     def write(self, record: JsonObject) -> None:
         """Append one record and flush it to the operating system."""
+        self.write_line(json.dumps(record, ensure_ascii=False, allow_nan=False))
+
+    def write_line(self, line: str) -> None:
+        """Append one already-serialised JSON object (one line, no newline) and flush it.
+
+        A failed write (a full disk, a revoked permission) raises `OSError` naming the file;
+        what reached the disk is at most a cut last line, which the next open drops.
+        """
         if self._handle is None:
             raise ValueError(f"{self.path}: writer is closed")
-        line = json.dumps(record, ensure_ascii=False, allow_nan=False)
-        self._handle.write(line + "\n")
-        self._handle.flush()
-        if self._fsync:
+        if "\n" in line:
+            raise ValueError(f"{self.path}: a JSONL record must be one line")
+        try:
+            self._handle.write(line + "\n")
+            self._handle.flush()
+            if self._fsync:
+                os.fsync(self._handle.fileno())
+        except OSError as exc:
+            self._abandon()
+            raise named_os_error(exc, self.path, "cannot write to") from exc
+
+    def sync(self) -> None:
+        """Force what was written to the disk (`os.fsync`)."""
+        if self._handle is None:
+            raise ValueError(f"{self.path}: writer is closed")
+        try:
             os.fsync(self._handle.fileno())
+        except OSError as exc:
+            self._abandon()
+            raise named_os_error(exc, self.path, "cannot write to") from exc
+
+    def _abandon(self) -> None:
+        """Close after a failed write without flushing the rest of the buffer again."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                handle.close()
 
     def close(self) -> None:
         """Close the file (idempotent)."""
@@ -117,7 +171,14 @@ def read_jsonl(path: Path) -> list[JsonObject]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        where = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise JsonlError(
+            f"{path}:{where}: not UTF-8 text (byte {exc.start}); is this a JSONL file written "
+            "by agentrl?"
+        ) from None
     lines = text.split("\n")
     records: list[JsonObject] = []
     for number, line in enumerate(lines, start=1):
@@ -134,3 +195,48 @@ def read_jsonl(path: Path) -> list[JsonObject]:
             raise JsonlError(f"{path}:{number}: expected a JSON object, got {type(value).__name__}")
         records.append(value)
     return records
+
+
+def drop_records(path: Path, drop: Callable[[JsonObject], bool]) -> int:
+    """Remove the records `drop` selects from a JSONL file; returns how many.
+
+    Kept lines stay byte for byte; a cut last line is dropped too. When everything removed
+    comes after everything kept (records of the updates after a checkpoint), the file is
+    truncated in place, so a writer appending to it keeps working; otherwise it is rewritten
+    atomically (temporary file + rename). A missing file is 0.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        records = iter(read_jsonl(path))
+    kept: list[bytes] = []
+    dropped, cut_at, offset, tail_only = 0, None, 0, True
+    for raw in path.read_bytes().split(b"\n"):
+        line_start, offset = offset, offset + len(raw) + 1
+        if not raw.strip():
+            continue
+        try:
+            json.loads(raw)
+        except ValueError:  # the cut last line (read_jsonl raised for any other)
+            cut_at = line_start if cut_at is None else cut_at
+            continue
+        if drop(next(records)):
+            dropped += 1
+            cut_at = line_start if cut_at is None else cut_at
+        else:
+            kept.append(raw)
+            tail_only = tail_only and cut_at is None
+    if cut_at is None:
+        return 0
+    try:
+        if tail_only:
+            os.truncate(path, cut_at)
+        else:
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_bytes(b"".join(line + b"\n" for line in kept))
+            os.replace(tmp, path)
+    except OSError as exc:
+        raise named_os_error(exc, path, "cannot rewrite") from exc
+    return dropped

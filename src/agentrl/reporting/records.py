@@ -117,7 +117,13 @@ def read_eval_file(path: Path) -> EvalFile:
     config: JsonObject = {}
     episodes: dict[str, EpisodeEntry] = {}
     summaries: dict[str, SplitSummary] = {}
-    for index, record in enumerate(read_jsonl(path), start=1):
+    records = read_jsonl(path)
+    if records and not any(r.get("type") in ("run", "episode", "summary") for r in records):
+        raise JsonlError(
+            f"{path} is not an agentrl eval file (no run, episode or summary records; "
+            "`agentrl eval --output FILE` writes one)"
+        )
+    for index, record in enumerate(records, start=1):
         kind = record.get("type")
         try:
             if kind == "run":

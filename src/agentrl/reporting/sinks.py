@@ -1,4 +1,4 @@
-"""Metric sinks behind one small protocol: JSONL (always), SwanLab, console table.
+"""Metric sinks behind one small protocol: JSONL (always), SwanLab, W&B, console table.
 
 A sink receives records that know how to present themselves (`to_json()` for files,
 `as_flat()` for dashboards), tagged with a `kind` ("train", "eval/valid_seen", ...) and a
@@ -12,11 +12,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TextIO, runtime_checkable
+from typing import Any, Protocol, TextIO, runtime_checkable
 
 from tqdm import tqdm  # type: ignore[import-untyped]
 
-from agentrl.config import SwanLabMode
+from agentrl.config import SwanLabMode, WandbMode
 from agentrl.reporting.jsonl import JsonlWriter, WriteMode
 from agentrl.types import JsonObject, JsonValue
 
@@ -29,8 +29,10 @@ __all__ = [
     "MetricSink",
     "MultiSink",
     "Reportable",
+    "TrackerRunSink",
     "format_table",
     "make_sinks",
+    "tracker_sinks",
 ]
 
 
@@ -80,6 +82,26 @@ class JsonlSink:
         self._writer.close()
 
 
+class TrackerRunSink:
+    """Shared part of the experiment-tracker sinks (SwanLab, W&B): a run object with
+    `log(dict, step=)` and `finish()`, set up by the subclass as `self._run`."""
+
+    _run: Any
+    _closed: bool = False
+
+    def log(self, kind: str, step: int, record: Reportable) -> None:
+        """Log every numeric field of `record` under `kind/`."""
+        if self._closed:
+            raise ValueError(f"{type(self).__name__} is closed")
+        self._run.log(record.as_flat(prefix=kind), step=step)
+
+    def close(self) -> None:
+        """Finish the run (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._run.finish()
+
+
 @dataclass(frozen=True)
 class Column:
     """One console column: a title, a `/`-separated path into `to_json()`, a format."""
@@ -116,6 +138,7 @@ TRAIN_COLUMNS: tuple[Column, ...] = (
     Column("tokens", "trained_tokens", "{:d}"),
     Column("kl", "sampler_kl", "{:.1e}"),
     Column("sec", "timings/total", "{:.1f}"),
+    Column("errors", "stats/errors", "{:d}"),
 )
 """Default console columns for per-update training metrics."""
 
@@ -129,6 +152,7 @@ SUMMARY_COLUMNS: tuple[Column, ...] = (
     Column("format", "stats/tool_format_rate", "{:.1%}"),
     Column("admiss.", "stats/admissible_action_rate", "{:.1%}"),
     Column("invalid", "stats/mean_invalid_actions", "{:.2f}"),
+    Column("errors", "stats/errors", "{:d}"),
 )
 """Default console columns for evaluation summaries."""
 
@@ -205,6 +229,51 @@ class MultiSink:
             raise errors[0]
 
 
+def tracker_sinks(
+    log_dir: Path,
+    *,
+    experiment_name: str,
+    swanlab_mode: SwanLabMode = SwanLabMode.DISABLED,
+    swanlab_project: str = "agentrl",
+    wandb_mode: WandbMode = WandbMode.DISABLED,
+    wandb_project: str = "agentrl",
+    config: JsonObject | None = None,
+    swanlab_dir: Path | None = None,
+) -> list[MetricSink]:
+    """The dashboard sinks that are not disabled (each imported only then), writing their
+    local files under `log_dir/swanlab` (or `swanlab_dir`) and `log_dir/wandb`."""
+    sinks: list[MetricSink] = []
+    if swanlab_mode is not SwanLabMode.DISABLED:
+        from agentrl.reporting.swanlab import SwanLabSink
+
+        sinks.append(
+            SwanLabSink(
+                mode=swanlab_mode,
+                project=swanlab_project,
+                experiment_name=experiment_name,
+                config=config,
+                log_dir=swanlab_dir or log_dir / "swanlab",
+            )
+        )
+    if wandb_mode is not WandbMode.DISABLED:
+        from agentrl.reporting.wandb import WandbSink
+
+        try:
+            sinks.append(
+                WandbSink(
+                    mode=wandb_mode,
+                    project=wandb_project,
+                    run_name=experiment_name,
+                    config=config,
+                    log_dir=log_dir,
+                )
+            )
+        except BaseException:
+            MultiSink(sinks).close()  # do not leave a started SwanLab run behind
+            raise
+    return sinks
+
+
 def make_sinks(
     metrics_path: Path,
     *,
@@ -214,21 +283,27 @@ def make_sinks(
     config: JsonObject | None = None,
     swanlab_dir: Path | None = None,
     console: bool = True,
+    wandb_mode: WandbMode = WandbMode.DISABLED,
+    wandb_project: str = "agentrl",
 ) -> MultiSink:
-    """JSONL at `metrics_path`, SwanLab unless disabled (imported only then), console table."""
-    sinks: list[MetricSink] = [JsonlSink(metrics_path)]
-    if swanlab_mode is not SwanLabMode.DISABLED:
-        from agentrl.reporting.swanlab import SwanLabSink
+    """JSONL at `metrics_path`, SwanLab / W&B unless disabled (imported only then), console.
 
-        sinks.append(
-            SwanLabSink(
-                mode=swanlab_mode,
-                project=swanlab_project,
-                experiment_name=experiment_name or metrics_path.parent.name,
-                config=config,
-                log_dir=swanlab_dir or metrics_path.parent / "swanlab",
-            )
+    SwanLab writes under `swanlab_dir` (default: `swanlab/` beside the JSONL file), W&B under
+    `wandb/` beside the JSONL file."""
+    sinks: list[MetricSink] = [JsonlSink(metrics_path)]
+    folder = metrics_path.parent
+    sinks.extend(
+        tracker_sinks(
+            folder,
+            experiment_name=experiment_name or folder.name,
+            swanlab_mode=swanlab_mode,
+            swanlab_project=swanlab_project,
+            swanlab_dir=swanlab_dir,
+            wandb_mode=wandb_mode,
+            wandb_project=wandb_project,
+            config=config,
         )
+    )
     if console:
         sinks.append(ConsoleSink())
     return MultiSink(sinks)

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentrl._optional import require
 from agentrl.config import SwanLabMode
-from agentrl.reporting.sinks import Reportable
+from agentrl.reporting.sinks import TrackerRunSink
 from agentrl.types import JsonObject
 
 __all__ = ["SwanLabError", "SwanLabSink", "has_credentials"]
@@ -41,7 +41,7 @@ def has_credentials() -> bool:
     return any((folder / ".netrc").is_file() for folder in folders)
 
 
-class SwanLabSink:
+class SwanLabSink(TrackerRunSink):
     """Logs flat numeric metrics as `<kind>/<name>` scalars at `step`."""
 
     def __init__(
@@ -82,15 +82,3 @@ class SwanLabSink:
                 f"SwanLab ({mode.value} mode) failed to start: {exc}.{hint}"
             ) from exc
         self._closed = False
-
-    def log(self, kind: str, step: int, record: Reportable) -> None:
-        """Log every numeric field of `record` under `kind/`."""
-        if self._closed:
-            raise ValueError("SwanLabSink is closed")
-        self._run.log(record.as_flat(prefix=kind), step=step)
-
-    def close(self) -> None:
-        """Finish the SwanLab run (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            self._run.finish()

@@ -3,8 +3,10 @@
 The page embeds the episodes as JSON and renders them with inline JavaScript (no network, no
 external files): a filterable list of games (split, outcome, text search), and for the
 selected game its task, outcome, the initial prompt and a table of turns (action, status,
-environment feedback, the assistant's raw text). The selected game is kept in the URL hash
-(`page.html#valid_seen%2F...%230`), so a link opens a given game. All text is inserted with
+environment feedback, the assistant's raw text). A function-tool turn shows each of its calls
+in order: the tool name, every argument (code as preformatted text) and that call's output.
+The selected game is kept in the URL hash (`page.html#valid_seen%2F...%230`), so a link opens
+a given game. All text is inserted with
 `textContent`, never as HTML.
 """
 
@@ -38,6 +40,10 @@ def _episode(episode_id: str, r: TrajectoryRecord) -> JsonObject:
                 "observation": turn.observation,
                 "env_error": r.error if i == last and r.stop_reason == "env_error" else None,
                 "text": turn.assistant_text,
+                "calls": [
+                    {"name": c.name, "arguments": dict(c.arguments), "output": c.output}
+                    for c in turn.calls or ()
+                ],
             }
         )
     return {

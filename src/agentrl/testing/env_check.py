@@ -7,9 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentrl.env import EnvGroup
-from agentrl.types import (
-    EnvStep,
-)
+from agentrl.types import EnvAction, EnvStep
+
+ActionChooser = Callable[[EnvStep, random.Random], EnvAction]
+"""Picks a valid action for a branch's current step (default: a random admissible action)."""
 
 
 class EnvCheckError(AssertionError):
@@ -55,18 +56,27 @@ def _check_shape(steps: Sequence[EnvStep], size: int, where: str) -> None:
         )
 
 
+def _random_admissible(step: EnvStep, rng: random.Random) -> EnvAction:
+    return rng.choice(step.admissible_actions)
+
+
 async def check_env_group(
     make_group: Callable[[], EnvGroup],
     *,
     max_steps: int = 60,
-    invalid_action: str = "dance with the ceiling 42",
+    invalid_action: EnvAction = "dance with the ceiling 42",
     seed: int = 0,
+    choose_action: ActionChooser | None = None,
+    probe_action: EnvAction = "look",
 ) -> EnvCheckReport:
     """Run the EnvGroup contract checks on a group built by `make_group`; raise on a breach.
 
-    Branch 0 plays random admissible actions until it finishes (or `max_steps`), the last
-    branch is never given an action (it must stay at its initial state), and the middle
-    branches alternate between admissible and invalid actions.
+    Branch 0 plays valid actions until it finishes (or `max_steps`), the last branch is never
+    given an action (it must stay at its initial state), and the middle branches alternate
+    between valid and invalid actions. Text-command envs get random admissible actions; a
+    function-tool env passes `choose_action` (a valid call tuple for a step), an
+    `invalid_action` call tuple the env must report as not admissible and a `probe_action`.
+    For call tuples the checker also requires one `outputs` entry per call.
     """
     rng = random.Random(seed)
     group = make_group()
@@ -83,7 +93,9 @@ async def check_env_group(
                 f"({step.observation[:80]!r} vs {initial[0].observation[:80]!r})",
             )
         _expect(not initial[0].finished, "reset(): the initial step is already finished")
-        _expect(bool(initial[0].admissible_actions), "reset(): no admissible actions")
+        if choose_action is None:
+            _expect(bool(initial[0].admissible_actions), "reset(): no admissible actions")
+        choose = choose_action or _random_admissible
 
         try:
             await group.step([None] * (size + 1))
@@ -97,7 +109,7 @@ async def check_env_group(
         steps_taken = 0
         invalid_tried = 0
         for turn in range(max_steps):
-            actions: list[str | None] = []
+            actions: list[EnvAction | None] = []
             for i, step in enumerate(current):
                 if step.finished or (size > 1 and i == size - 1):
                     actions.append(None)
@@ -105,7 +117,7 @@ async def check_env_group(
                     actions.append(invalid_action)
                     invalid_tried += 1
                 else:
-                    actions.append(rng.choice(step.admissible_actions))
+                    actions.append(choose(step, rng))
             if all(a is None for a in actions):
                 break
             new = await group.step(actions)
@@ -122,6 +134,12 @@ async def check_env_group(
                         not after.admissible,
                         f"step() #{turn}: branch {i} reported invalid action {action!r} "
                         "as admissible",
+                    )
+                if isinstance(action, tuple) and not before.finished:
+                    _expect(
+                        len(after.outputs) == len(action),
+                        f"step() #{turn}: branch {i} made {len(action)} calls but reported "
+                        f"{len(after.outputs)} outputs (EnvStep.outputs: one per call)",
                     )
                 if before.finished:
                     _expect(after.finished, f"step() #{turn}: finished branch {i} came back")
@@ -141,8 +159,8 @@ async def check_env_group(
                 _expect(step.finished, f"branch {i} finished once but is live again")
         done_branches = [i for i, step in enumerate(current) if step.finished]
         if done_branches:
-            probe: list[str | None] = [None] * size
-            probe[done_branches[0]] = "look"
+            probe: list[EnvAction | None] = [None] * size
+            probe[done_branches[0]] = probe_action
             try:
                 after_probe = await group.step(probe)
             except ValueError:

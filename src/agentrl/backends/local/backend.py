@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
+import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,14 @@ from agentrl.backends.base import (
     LossConfig,
     LossName,
 )
+from agentrl.backends.errors import CheckpointError
 from agentrl.backends.local.engine import ModelEngine
+from agentrl.backends.local.files import (
+    ADAPTER_WEIGHTS,
+    check_adapter_dir,
+    check_safetensors,
+    read_json_object,
+)
 from agentrl.backends.local.model import (
     LoraSpec,
     apply_lora,
@@ -32,6 +42,7 @@ from agentrl.backends.local.model import (
 from agentrl.backends.local.sampler import LocalSampler
 from agentrl.backends.local.training import Normalisation, run_forward_backward
 from agentrl.datums import Datum
+from agentrl.reporting.jsonl import named_os_error
 
 __all__ = ["LocalBackend"]
 
@@ -39,7 +50,7 @@ STATE_DIR = "state"
 SAMPLER_DIR = "sampler"
 OPTIMIZER_FILE = "optimizer.pt"
 META_FILE = "agentrl_state.json"
-FULL_WEIGHTS_FILE = "model.pt"
+FULL_WEIGHTS_FILE = "model.safetensors"
 """The weights of a full fine-tuning checkpoint (a torch state dict)."""
 
 
@@ -81,6 +92,7 @@ class LocalBackend:
             self.engine, kv_cache_gib=kv_cache_gib, max_batch_rows=max_batch_rows, seed=seed
         )
         self._optimizer: torch.optim.AdamW | None = None
+        self._save_lock = threading.Lock()
         self.steps = 0
 
     @classmethod
@@ -193,12 +205,32 @@ class LocalBackend:
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"checkpoint name {name!r} must be a plain directory name")
         final = self.checkpoint_dir / name
-        tmp = self.checkpoint_dir / f".{name}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
+        # One save at a time: a second save of a name waits for the first (never overlaps it);
+        # each writes its own temporary folder, renamed into place only when complete.
+        with self._save_lock:
+            tmp = self.checkpoint_dir / f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            try:
+                self._write_checkpoint(tmp)
+                _replace_dir(tmp, final)
+            except BaseException as exc:
+                shutil.rmtree(tmp, ignore_errors=True)
+                failure = _os_error(exc)
+                if failure is None:
+                    raise
+                raise named_os_error(failure, final, "cannot save the checkpoint") from exc
+        return CheckpointRef(
+            name=name,
+            state_path=str(final / STATE_DIR),
+            sampler_path=str(final / SAMPLER_DIR),
+        )
+
+    def _write_checkpoint(self, tmp: Path) -> None:
+        safetensors = require("safetensors.torch", "local")
         with self.engine.lock:
             for sub in (SAMPLER_DIR, STATE_DIR) if self.full_finetune else ():
                 (tmp / sub).mkdir(parents=True)
-                torch.save(self.engine.model.state_dict(), tmp / sub / FULL_WEIGHTS_FILE)
+                # save_model handles the tied embedding / unembedding (one stored tensor).
+                safetensors.save_model(self.engine.model, str(tmp / sub / FULL_WEIGHTS_FILE))
             for sub in () if self.full_finetune else (SAMPLER_DIR, STATE_DIR):
                 # The base embeddings are frozen: never copy them into the adapter files.
                 self.engine.model.save_pretrained(str(tmp / sub), save_embedding_layers=False)
@@ -208,14 +240,11 @@ class LocalBackend:
             if not self.full_finetune:
                 meta.update(lora=self.lora.modules(), rank=self.lora.rank)
             (tmp / STATE_DIR / META_FILE).write_text(json.dumps(meta, indent=2))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        return CheckpointRef(
-            name=name,
-            state_path=str(final / STATE_DIR),
-            sampler_path=str(final / SAMPLER_DIR),
-        )
+        for sub in (SAMPLER_DIR, STATE_DIR):  # a short write (full disk) is caught here
+            if self.full_finetune:
+                check_safetensors(tmp / sub / FULL_WEIGHTS_FILE)
+            else:
+                check_adapter_dir(tmp / sub)
 
     async def load(self, ref: CheckpointRef) -> None:
         """Restore adapter weights and optimizer state saved by `save`."""
@@ -226,25 +255,29 @@ class LocalBackend:
         await asyncio.to_thread(self._load, Path(path), False)
 
     def _load_weights(self, path: Path) -> None:
+        """Weights from a checkpoint folder (the caller holds the engine lock)."""
+        safetensors = require("safetensors.torch", "local")
         if self.full_finetune:
+            if not path.is_dir():
+                raise CheckpointError(path, "no such checkpoint folder")
             weights = path / FULL_WEIGHTS_FILE
-            if not weights.is_file():
-                raise FileNotFoundError(f"{weights} not found: not a full fine-tuning checkpoint")
-            state = torch.load(weights, map_location=self.device, weights_only=True)
-            self.engine.model.load_state_dict(state)
+            check_safetensors(weights)  # CheckpointError naming a missing or cut file
+            try:
+                safetensors.load_model(self.engine.model, str(weights), device=str(self.device))
+            except RuntimeError as exc:  # missing / unexpected keys, wrong shapes
+                raise CheckpointError(weights, f"does not fit this model ({exc})") from exc
             return
         peft = require("peft", "local")
-        safetensors = require("safetensors.torch", "local")
-        weights = path / "adapter_model.safetensors"
-        if not weights.is_file():
-            raise FileNotFoundError(
-                f"{weights} not found: pass the state_path/sampler_path of a CheckpointRef"
-            )
-        state = safetensors.load_file(str(weights), device=str(self.device))
+        check_adapter_dir(path)  # CheckpointError naming the damaged file
+        weights = path / ADAPTER_WEIGHTS
+        try:
+            state = safetensors.load_file(str(weights), device=str(self.device))
+        except Exception as exc:  # safetensors' own error types
+            raise CheckpointError(weights, f"cannot be read ({exc})") from exc
         result = peft.set_peft_model_state_dict(self.engine.model, state)
         unexpected = list(getattr(result, "unexpected_keys", []))
         if unexpected:
-            raise ValueError(f"{weights}: adapter does not fit this model ({unexpected[:3]})")
+            raise CheckpointError(weights, f"adapter does not fit this model ({unexpected[:3]})")
 
     def _load(self, path: Path, with_optimizer: bool) -> None:
         with self.engine.lock:
@@ -252,14 +285,44 @@ class LocalBackend:
             if with_optimizer:
                 meta_file = path / META_FILE
                 if meta_file.is_file():
-                    self.steps = int(json.loads(meta_file.read_text()).get("steps", 0))
+                    steps = read_json_object(meta_file).get("steps", 0)
+                    if not isinstance(steps, int):
+                        raise CheckpointError(meta_file, f'"steps" must be an integer: {steps!r}')
+                    self.steps = steps
                 opt_file = path / OPTIMIZER_FILE
                 if opt_file.is_file():
-                    state_dict = torch.load(opt_file, map_location=self.device, weights_only=True)
+                    try:
+                        state_dict = torch.load(
+                            opt_file, map_location=self.device, weights_only=True
+                        )
+                    except Exception as exc:  # a cut zip / pickle
+                        raise CheckpointError(opt_file, f"cannot be read ({exc})") from exc
                     if self._optimizer is None:
                         self._optimizer = torch.optim.AdamW(self.trainable_parameters())
                     self._optimizer.load_state_dict(state_dict)
             self.engine.bump_version()
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """`exc` as an OSError when it is one, or a writer's wrapped one ("(os error 28)")."""
+    if isinstance(exc, OSError):
+        return exc
+    found = re.search(r"\(os error (\d+)\)", str(exc))
+    if found is None:
+        return None
+    code = int(found.group(1))
+    return OSError(code, os.strerror(code))
+
+
+def _replace_dir(tmp: Path, final: Path) -> None:
+    """Move the complete folder `tmp` to `final`, replacing an older `final`."""
+    if not final.exists():
+        os.rename(tmp, final)
+        return
+    old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
+    os.rename(final, old)
+    os.rename(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _eos_ids(tokenizer: Any, model: Any) -> tuple[int, ...]:

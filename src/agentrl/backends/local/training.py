@@ -1,8 +1,13 @@
 """Forward/backward of the policy losses over datums, micro-batched by a token budget.
 
-Normalisation: the summed per-token loss of every micro-batch is divided by the number of
-trained tokens (mask = 1) of the *whole* call, so the accumulated gradient equals that of one
-big batch whatever the micro-batch size (see docs/backends.md).
+Normalisation: the summed per-token loss of every micro-batch is divided by the divisor of
+the *whole* call (`agentrl.losses.loss_divisor`: trained tokens by default, or datums, or a
+constant), so the accumulated gradient equals that of one big batch whatever the micro-batch
+size (see docs/backends.md). A datum is never split across micro-batches.
+
+KL penalty: the reference policy is the same model with the LoRA adapter disabled (peft's
+`disable_adapter()` context, no gradient): no second copy of the weights, one extra forward
+per micro-batch.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName
 from agentrl.backends.local.engine import ModelEngine
 from agentrl.backends.mismatch import logprob_mismatch
 from agentrl.datums import Datum
-from agentrl.losses import policy_loss_sum
+from agentrl.losses import loss_divisor, policy_loss_sum
 
 __all__ = ["Normalisation", "micro_batches", "run_forward_backward", "validate_datums"]
 
@@ -75,6 +80,20 @@ def _tensor(
     return torch.as_tensor(out, dtype=dtype, device=device)
 
 
+def _reference_logprobs(
+    engine: ModelEngine,
+    ids: torch.Tensor,
+    attention: torch.Tensor,
+    where: torch.Tensor,
+    targets: torch.Tensor,
+) -> torch.Tensor:
+    """Logprobs of `targets` under the base model (LoRA adapter disabled), without gradient."""
+    with torch.no_grad(), engine.model.disable_adapter():
+        hidden = engine.hidden_states(ids, attention)[where]
+        logp_all = torch.log_softmax(engine.unembed(hidden), dim=-1)
+        return logp_all.gather(-1, targets[:, None])[:, 0]
+
+
 def run_forward_backward(
     engine: ModelEngine,
     datums: Sequence[Datum],
@@ -87,9 +106,11 @@ def run_forward_backward(
     """Accumulate gradients of `loss` over `datums` into the trainable parameters."""
     validate_datums(datums, engine.vocab_size, engine.max_positions)
     total_tokens = float(sum(d.mask.sum() for d in datums))
-    divisor = max(total_tokens, 1.0) if normalisation == "tokens" else 1.0
+    sequences = sum(1 for d in datums if d.mask.sum() > 0)
+    divisor = loss_divisor(config, total_tokens, sequences) if normalisation == "tokens" else 1.0
     device = engine.device
-    sums = {"loss": 0.0, "ratio": 0.0, "clipped": 0.0, "approx_kl": 0.0}
+    names = ("loss", "ratio", "clipped", "approx_kl", "kl_ref", "tis_weight")
+    sums = dict.fromkeys(names, 0.0)
     sampled: list[np.ndarray] = []
     recomputed: list[np.ndarray] = []
     batches = micro_batches([len(d) for d in datums], micro_batch_tokens)
@@ -112,14 +133,29 @@ def run_forward_backward(
             logp = logp_all.gather(-1, targets[:, None])[:, 0]
             old = _tensor([d.logprobs for d in rows], width, torch.float32, device)[where]
             adv = _tensor([d.advantages for d in rows], width, torch.float32, device)[where]
+            rows_index = torch.arange(len(rows), device=device)[:, None].expand(-1, width)
+            ref = None
+            if config.kl_coef > 0:
+                ref = _reference_logprobs(engine, ids, attention, where, targets)
             sampled.append(old.detach().cpu().double().numpy())
             recomputed.append(logp.detach().cpu().double().numpy())
-            part = policy_loss_sum(logp, old, adv, mask[where], loss, config)
+            part = policy_loss_sum(
+                logp,
+                old,
+                adv,
+                mask[where],
+                loss,
+                config,
+                sequence_ids=rows_index[where],
+                ref_logprobs=ref,
+            )
             (part.loss / divisor).backward()  # type: ignore[no-untyped-call]
             sums["loss"] += float(part.loss.detach())
             sums["ratio"] += part.ratio
             sums["clipped"] += part.clipped
             sums["approx_kl"] += part.approx_kl
+            sums["kl_ref"] += part.kl_ref
+            sums["tis_weight"] += part.tis_weight
     finally:
         engine.model.eval()
     denom = max(total_tokens, 1.0)
@@ -132,6 +168,8 @@ def run_forward_backward(
             "ratio_mean": sums["ratio"] / denom,
             "clip_fraction": sums["clipped"] / denom,
             "approx_kl": sums["approx_kl"] / denom,
+            **({"kl_ref": sums["kl_ref"] / denom} if config.kl_coef > 0 else {}),
+            **({"tis_weight_mean": sums["tis_weight"] / denom} if config.tis_cap else {}),
             "micro_batches": float(len(batches)),
             "datums": float(len(datums)),
         },

@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from agentrl.types import ParseError, ParseErrorKind, ToolCall
 
-__all__ = ["DialectParse", "Extracted", "ToolCallDialect", "arguments_from_json", "quote"]
+__all__ = [
+    "DialectParse",
+    "Extracted",
+    "ToolCallDialect",
+    "arguments_from_json",
+    "extract_blocks",
+    "json_arguments",
+    "load_json",
+    "quote",
+]
 
 _SHOWN = 60
 """How many characters of offending text an error detail quotes."""
@@ -62,6 +71,44 @@ class Extracted:
     """Text after the last call (must be blank)."""
 
 
+BlockParser = Callable[[str], "ToolCall | Sequence[ToolCall] | ParseError"]
+"""Reads the calls of one `OPEN ... CLOSE` block's inner text."""
+
+
+def extract_blocks(
+    body: str,
+    open_: str,
+    close: str,
+    parse_block: BlockParser,
+    *,
+    stray: tuple[str, str] | None = None,
+) -> Extracted | ParseError:
+    """The calls of the consecutive `open_ ... close` blocks starting at the first `open_`.
+
+    Text before the first block is content, text after the last is trailing. Without any
+    `open_`, the reply has no call, unless `stray = (marker, detail)` names a marker whose
+    presence means a malformed call (e.g. a closing tag without its opening one).
+    """
+    start = body.find(open_)
+    if start < 0:
+        if stray is not None and stray[0] in body:
+            return ParseError(ParseErrorKind.MALFORMED, stray[1])
+        return Extracted(calls=(), content=body.strip())
+    calls: list[ToolCall] = []
+    rest = body[start:]
+    while rest.lstrip().startswith(open_):  # one block, or several in a row
+        rest = rest.lstrip()[len(open_) :]
+        end = rest.find(close)
+        if end < 0:
+            return ParseError(ParseErrorKind.MALFORMED, f"{open_} is never closed with {close}")
+        found = parse_block(rest[:end])
+        if isinstance(found, ParseError):
+            return found
+        calls.extend([found] if isinstance(found, ToolCall) else found)
+        rest = rest[end + len(close) :]
+    return Extracted(calls=tuple(calls), content=body[:start].strip(), trailing=rest)
+
+
 def arguments_from_json(value: object) -> Mapping[str, str] | ParseError:
     """Arguments from a decoded JSON object: strings kept, other values as their JSON text."""
     if not isinstance(value, dict):
@@ -70,6 +117,12 @@ def arguments_from_json(value: object) -> Mapping[str, str] | ParseError:
     for key, item in value.items():
         out[str(key)] = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
     return out
+
+
+def json_arguments(text: str) -> Mapping[str, str] | ParseError:
+    """A call's arguments from their JSON text (a typed MALFORMED error, never an exception)."""
+    decoded = load_json(text, "the call's arguments")
+    return decoded if isinstance(decoded, ParseError) else arguments_from_json(decoded)
 
 
 def load_json(text: str, what: str) -> object | ParseError:

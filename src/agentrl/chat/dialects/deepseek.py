@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import json
 
-from agentrl.chat.dialects.base import Extracted, ToolCallDialect, arguments_from_json, load_json
+from agentrl.chat.dialects.base import (
+    Extracted,
+    ToolCallDialect,
+    extract_blocks,
+    json_arguments,
+)
 from agentrl.types import ParseError, ParseErrorKind, ToolCall
 
 __all__ = ["DeepSeekDialect"]
@@ -36,24 +41,9 @@ class DeepSeekDialect(ToolCallDialect):
 
     def extract(self, body: str) -> Extracted | ParseError:
         """The calls between the section markers; text before the section is content."""
-        start = body.find(BEGIN)
-        if start < 0:
-            if CALL in body:
-                return ParseError(ParseErrorKind.MALFORMED, f"{CALL} outside {BEGIN}")
-            return Extracted(calls=(), content=body.strip())
-        calls: list[ToolCall] = []
-        rest = body[start:]
-        while rest.lstrip().startswith(BEGIN):  # one section, or (rarely) several in a row
-            section = rest.lstrip()[len(BEGIN) :]
-            end = section.find(END)
-            if end < 0:
-                return ParseError(ParseErrorKind.MALFORMED, f"{BEGIN} is never closed with {END}")
-            found = self._section(section[:end])
-            if isinstance(found, ParseError):
-                return found
-            calls.extend(found)
-            rest = section[end + len(END) :]
-        return Extracted(calls=tuple(calls), content=body[:start].strip(), trailing=rest)
+        return extract_blocks(
+            body, BEGIN, END, self._section, stray=(CALL, f"{CALL} outside {BEGIN}")
+        )
 
     def _section(self, inner: str) -> list[ToolCall] | ParseError:
         calls: list[ToolCall] = []
@@ -63,10 +53,7 @@ class DeepSeekDialect(ToolCallDialect):
                     ParseErrorKind.MALFORMED, f"a call must be {CALL}NAME{SEP}JSON{CALL_END}"
                 )
             name, arguments = chunk.strip()[: -len(CALL_END)].split(SEP, 1)
-            decoded = load_json(arguments, "the call's arguments")
-            if isinstance(decoded, ParseError):
-                return decoded
-            parsed = arguments_from_json(decoded)
+            parsed = json_arguments(arguments)
             if isinstance(parsed, ParseError):
                 return parsed
             calls.append(ToolCall(name=name.strip(), arguments=parsed))

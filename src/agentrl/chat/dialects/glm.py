@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from agentrl.chat.dialects.base import Extracted, ToolCallDialect, quote
+from agentrl.chat.dialects.base import Extracted, ToolCallDialect, extract_blocks, quote
 from agentrl.types import ParseError, ParseErrorKind, ToolCall
 
 __all__ = ["GlmDialect"]
@@ -57,32 +57,26 @@ class GlmDialect(ToolCallDialect):
 
     def extract(self, body: str) -> Extracted | ParseError:
         """Every `<tool_call>` block; text before the first is content."""
-        start = body.find(OPEN)
-        if start < 0:
-            return Extracted(calls=(), content=body.strip())
-        content, rest, calls = body[:start].strip(), body[start:], []
-        while rest.lstrip().startswith(OPEN):
-            rest = rest.lstrip()[len(OPEN) :]
-            end = rest.find(CLOSE)
-            if end < 0:
-                return ParseError(ParseErrorKind.MALFORMED, f"{OPEN} is never closed with {CLOSE}")
-            inner, rest = rest[:end], rest[end + len(CLOSE) :]
-            first = inner.find("<arg_key>")
-            name = (inner if first < 0 else inner[:first]).strip()
-            if not name or "\n" in name or "<" in name:
-                return ParseError(ParseErrorKind.MALFORMED, f"no tool name after {OPEN}")
-            arguments: dict[str, str] = {}
-            position = len(inner) if first < 0 else first
-            while (pair := _PAIR.match(inner, position)) is not None:
-                if pair.group(1).strip() in arguments:
-                    return ParseError(ParseErrorKind.MALFORMED, f"{pair.group(1)!r} given twice")
-                arguments[pair.group(1).strip()] = pair.group(2)
-                position = pair.end()
-            if inner[position:].strip():
-                return ParseError(
-                    ParseErrorKind.MALFORMED,
-                    f"unexpected text in the call: {quote(inner[position:])} (each argument must "
-                    "be <arg_key>KEY</arg_key><arg_value>VALUE</arg_value>)",
-                )
-            calls.append(ToolCall(name=name, arguments=arguments))
-        return Extracted(calls=tuple(calls), content=content, trailing=rest)
+        return extract_blocks(body, OPEN, CLOSE, _glm_call)
+
+
+def _glm_call(inner: str) -> ToolCall | ParseError:
+    """`NAME<arg_key>K</arg_key><arg_value>V</arg_value>...` (the inside of one block)."""
+    first = inner.find("<arg_key>")
+    name = (inner if first < 0 else inner[:first]).strip()
+    if not name or "\n" in name or "<" in name:
+        return ParseError(ParseErrorKind.MALFORMED, f"no tool name after {OPEN}")
+    arguments: dict[str, str] = {}
+    position = len(inner) if first < 0 else first
+    while (pair := _PAIR.match(inner, position)) is not None:
+        if pair.group(1).strip() in arguments:
+            return ParseError(ParseErrorKind.MALFORMED, f"{pair.group(1)!r} given twice")
+        arguments[pair.group(1).strip()] = pair.group(2)
+        position = pair.end()
+    if inner[position:].strip():
+        return ParseError(
+            ParseErrorKind.MALFORMED,
+            f"unexpected text in the call: {quote(inner[position:])} (each argument must "
+            "be <arg_key>KEY</arg_key><arg_value>VALUE</arg_value>)",
+        )
+    return ToolCall(name=name, arguments=arguments)

@@ -20,8 +20,7 @@ from typing import ClassVar
 from agentrl.chat.dialects.base import (
     Extracted,
     ToolCallDialect,
-    arguments_from_json,
-    load_json,
+    json_arguments,
 )
 from agentrl.types import ParseError, ParseErrorKind, ToolCall
 
@@ -106,10 +105,7 @@ class HarmonyDialect(ToolCallDialect):
             if recipient is None:
                 (trailing if calls else content).append(text)
                 continue
-            decoded = load_json(text, "the call's arguments")
-            if isinstance(decoded, ParseError):
-                return decoded
-            parsed = arguments_from_json(decoded)
+            parsed = json_arguments(text)
             if isinstance(parsed, ParseError):
                 return parsed
             calls.append(ToolCall(name=recipient.group(1), arguments=parsed))

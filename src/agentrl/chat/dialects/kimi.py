@@ -11,7 +11,12 @@ from __future__ import annotations
 import json
 import re
 
-from agentrl.chat.dialects.base import Extracted, ToolCallDialect, arguments_from_json, load_json
+from agentrl.chat.dialects.base import (
+    Extracted,
+    ToolCallDialect,
+    extract_blocks,
+    json_arguments,
+)
 from agentrl.types import ParseError, ParseErrorKind, ToolCall
 
 __all__ = ["KimiDialect"]
@@ -38,24 +43,9 @@ class KimiDialect(ToolCallDialect):
 
     def extract(self, body: str) -> Extracted | ParseError:
         """The calls of the section; text before it is content."""
-        start = body.find(BEGIN)
-        if start < 0:
-            if CALL in body:
-                return ParseError(ParseErrorKind.MALFORMED, f"{CALL} outside {BEGIN}")
-            return Extracted(calls=(), content=body.strip())
-        calls: list[ToolCall] = []
-        rest = body[start:]
-        while rest.lstrip().startswith(BEGIN):  # one section, or (rarely) several in a row
-            section = rest.lstrip()[len(BEGIN) :]
-            end = section.find(END)
-            if end < 0:
-                return ParseError(ParseErrorKind.MALFORMED, f"{BEGIN} is never closed with {END}")
-            found = self._section(section[:end])
-            if isinstance(found, ParseError):
-                return found
-            calls.extend(found)
-            rest = section[end + len(END) :]
-        return Extracted(calls=tuple(calls), content=body[:start].strip(), trailing=rest)
+        return extract_blocks(
+            body, BEGIN, END, self._section, stray=(CALL, f"{CALL} outside {BEGIN}")
+        )
 
     def _section(self, inner: str) -> list[ToolCall] | ParseError:
         chunks = inner.split(CALL)
@@ -72,10 +62,7 @@ class KimiDialect(ToolCallDialect):
             match = _ID.fullmatch(ident.strip())
             if match is None:
                 return ParseError(ParseErrorKind.MALFORMED, f"bad call id {ident!r}")
-            decoded = load_json(arguments, "the call's arguments")
-            if isinstance(decoded, ParseError):
-                return decoded
-            parsed = arguments_from_json(decoded)
+            parsed = json_arguments(arguments)
             if isinstance(parsed, ParseError):
                 return parsed
             calls.append(ToolCall(name=match.group(1), arguments=parsed))

@@ -25,6 +25,7 @@ from agentrl.chat.dialects.base import (
     Extracted,
     ToolCallDialect,
     arguments_from_json,
+    extract_blocks,
     load_json,
     quote,
 )
@@ -86,33 +87,9 @@ class _QwenDialect(ToolCallDialect):
 
     def extract(self, body: str) -> Extracted | ParseError:
         """Every `<tool_call>` block (JSON or XML inside); text after the last one is trailing."""
-        start = body.find(OPEN)
-        if start < 0:
-            if CLOSE in body:
-                return ParseError(ParseErrorKind.MALFORMED, f"{CLOSE} without a matching {OPEN}")
-            return Extracted(calls=(), content=body.strip())
-        content, rest, calls = body[:start].strip(), body[start:], []
-        while rest.lstrip().startswith(OPEN):
-            rest = rest.lstrip()[len(OPEN) :]
-            end = rest.find(CLOSE)
-            if end < 0:
-                return ParseError(ParseErrorKind.MALFORMED, f"{OPEN} is never closed with {CLOSE}")
-            inner, rest = rest[:end].strip(), rest[end + len(CLOSE) :]
-            if OPEN in inner:
-                return ParseError(ParseErrorKind.MALFORMED, f"{OPEN} inside another {OPEN}")
-            if inner.startswith("<function"):
-                call = _xml_call(inner)
-            elif inner.startswith("{"):
-                call = _json_call(inner)
-            else:
-                call = ParseError(
-                    ParseErrorKind.MALFORMED,
-                    f"expected <function=NAME> or a JSON object inside {OPEN}, got {quote(inner)}",
-                )
-            if isinstance(call, ParseError):
-                return call
-            calls.append(call)
-        return Extracted(calls=tuple(calls), content=content, trailing=rest)
+        return extract_blocks(
+            body, OPEN, CLOSE, _qwen_call, stray=(CLOSE, f"{CLOSE} without a matching {OPEN}")
+        )
 
 
 class QwenJsonDialect(_QwenDialect):
@@ -139,3 +116,18 @@ class QwenXmlDialect(_QwenDialect):
         """`<tool_call>\\n<function=NAME>\\n<parameter=K>\\nV\\n</parameter>\\n...`."""
         params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in call.arguments.items())
         return f"{OPEN}\n<function={call.name}>\n{params}</function>\n{CLOSE}"
+
+
+def _qwen_call(block: str) -> ToolCall | ParseError:
+    """The call inside one `<tool_call>` block, in either Qwen form."""
+    inner = block.strip()
+    if OPEN in inner:
+        return ParseError(ParseErrorKind.MALFORMED, f"{OPEN} inside another {OPEN}")
+    if inner.startswith("<function"):
+        return _xml_call(inner)
+    if inner.startswith("{"):
+        return _json_call(inner)
+    return ParseError(
+        ParseErrorKind.MALFORMED,
+        f"expected <function=NAME> or a JSON object inside {OPEN}, got {quote(inner)}",
+    )

@@ -25,6 +25,7 @@ from agentrl.envs.alfworld.generate import GenerationReport, generate_games, ver
 from agentrl.envs.alfworld.group import (
     AlfworldEnvGroup,
     AlfworldEnvOptions,
+    AlfworldGroupFactory,
     alfworld_group_factory,
     make_alfworld_group,
 )
@@ -35,6 +36,7 @@ from agentrl.envs.alfworld.planner import (
     play_group,
     play_tasks,
 )
+from agentrl.envs.alfworld.pool import EnvWorkerPool
 
 __all__ = [
     "ENGINES",
@@ -45,8 +47,10 @@ __all__ = [
     "AlfworldEngine",
     "AlfworldEnvGroup",
     "AlfworldEnvOptions",
+    "AlfworldGroupFactory",
     "BranchResult",
     "EngineStep",
+    "EnvWorkerPool",
     "ExpertTask",
     "GameExample",
     "GameResult",

@@ -130,6 +130,11 @@ def resolve_data_root(root: str | os.PathLike[str] | None = None) -> Path:
         path, origin = default_data_root(), f"${ENV_VAR}"
     else:
         path, origin = default_data_root(), "alfworld's cache folder"
+    if path.is_file():
+        raise AlfworldDataError(
+            f"ALFWorld data root {path} ({origin}) is a file, not a folder: pass the folder "
+            f"that contains {JSON_DIR}/. {_HOW_TO_GET_DATA}"
+        )
     if not path.is_dir():
         raise AlfworldDataError(
             f"ALFWorld data not found: {origin} {path} does not exist. {_HOW_TO_GET_DATA}"

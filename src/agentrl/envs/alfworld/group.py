@@ -1,12 +1,13 @@
 """`AlfworldEnvGroup`: K independent TextWorld environments of one ALFWorld game.
 
-The K engines live in one worker process (see `workers.py`), so the event loop never
-blocks on TextWorld. `reset()` loads the game K times and checks that every branch sees the
-identical initial observation, commands, state and game file. `step(actions)` advances only
-branches that got an action. A step that exceeds `step_timeout`, or a worker that dies,
-ends the group's live branches with `EnvStep.error` set (the rollout records
-`StopReason.ENV_ERROR`); the rest of the batch goes on. `close()` is idempotent and leaves
-no process behind.
+The K engines live in a worker process: one of the group's own (see `workers.py`), or a slot
+borrowed from a persistent `EnvWorkerPool` (`pool.py`) that serves every group and update; the
+event loop never blocks on TextWorld. `reset()` loads the game K times and checks that every
+branch sees the identical initial observation, commands, state and game file.
+`step(actions)` advances only branches that got an action. A step that exceeds
+`step_timeout`, or a worker that dies, ends the group's live branches with `EnvStep.error`
+set (the rollout records `StopReason.ENV_ERROR`); the rest of the batch goes on. `close()` is
+idempotent; without a pool it leaves no process behind, with one it returns the engines.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrl.env import EnvGroupFactory
+from agentrl.env import command_of
 from agentrl.envs.alfworld.engine import ENGINES, EngineStep
+from agentrl.envs.alfworld.pool import EnvWorkerPool, WorkerLease
 from agentrl.envs.alfworld.workers import BranchReport, GroupWorker, WorkerFailure
-from agentrl.types import EnvStep, TaskInfo
+from agentrl.types import EnvAction, EnvStep, TaskInfo
 
 __all__ = [
     "AlfworldEnvGroup",
     "AlfworldEnvOptions",
+    "AlfworldGroupFactory",
     "alfworld_group_factory",
     "make_alfworld_group",
     "normalize_action",
@@ -68,7 +71,11 @@ class AlfworldEnvGroup:
     """K branches of one ALFWorld game (implements `agentrl.env.EnvGroup`)."""
 
     def __init__(
-        self, task: TaskInfo, group_size: int, options: AlfworldEnvOptions | None = None
+        self,
+        task: TaskInfo,
+        group_size: int,
+        options: AlfworldEnvOptions | None = None,
+        pool: EnvWorkerPool | None = None,
     ) -> None:
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
@@ -82,7 +89,9 @@ class AlfworldEnvGroup:
         self._task = task
         self._size = group_size
         self.options = options or AlfworldEnvOptions()
-        self._worker: GroupWorker | None = None
+        self._pool = pool
+        """Persistent workers to borrow engines from (None: a worker process of its own)."""
+        self._worker: GroupWorker | WorkerLease | None = None
         self._steps: list[EnvStep] = []
         self._commands: list[frozenset[str]] = []
         self._counts: list[int] = []
@@ -125,15 +134,21 @@ class AlfworldEnvGroup:
             info={"env_steps": count, "truncated": truncated},
         )
 
-    async def _ensure_worker(self) -> GroupWorker | str:
+    async def _ensure_worker(self) -> GroupWorker | WorkerLease | str:
         if self._worker is not None and self._broken:
             self._worker.kill()
         self._broken = False
         if self._worker is not None and self._worker.alive:
             return self._worker
-        worker = GroupWorker(self.options.engine, str(self._task.path), self._size)
+        options, game = self.options, str(self._task.path)
         try:
-            await worker.start(self.options.load_timeout)
+            if self._pool is not None:
+                self._worker = await self._pool.borrow(
+                    options.engine, game, self._size, options.load_timeout
+                )
+                return self._worker
+            worker = GroupWorker(options.engine, game, self._size)
+            await worker.start(options.load_timeout)
         except WorkerFailure as failure:
             return str(failure)
         self._worker = worker
@@ -181,7 +196,7 @@ class AlfworldEnvGroup:
         self._steps = [_error_step(message)] * self._size
         return list(self._steps)
 
-    async def step(self, actions: Sequence[str | None]) -> list[EnvStep]:
+    async def step(self, actions: Sequence[EnvAction | None]) -> list[EnvStep]:
         """Advance each live branch whose action is not None; return all K current steps."""
         self._check_open()
         if not self._steps:
@@ -189,7 +204,7 @@ class AlfworldEnvGroup:
         if len(actions) != self._size:
             raise ValueError(f"expected {self._size} actions, got {len(actions)}")
         calls: list[tuple[int, str | None]] = [
-            (i, normalize_action(action))
+            (i, normalize_action(command_of(action)))
             for i, action in enumerate(actions)
             if action is not None and not self._steps[i].finished
         ]
@@ -236,16 +251,31 @@ class AlfworldEnvGroup:
             await worker.close()
 
 
+class AlfworldGroupFactory:
+    """An `EnvGroupFactory` of `AlfworldEnvGroup`s with `options`, on the persistent workers of
+    `pool` when one is given (else a worker process per group). `close()` stops the pool."""
+
+    def __init__(
+        self, options: AlfworldEnvOptions | None = None, pool: EnvWorkerPool | None = None
+    ) -> None:
+        self.options = options or AlfworldEnvOptions()
+        self.pool = pool
+
+    def __call__(self, task: TaskInfo, group_size: int) -> AlfworldEnvGroup:
+        return AlfworldEnvGroup(task, group_size, self.options, self.pool)
+
+    async def close(self) -> None:
+        """Stop the pool's workers (idempotent; nothing to do without a pool)."""
+        if self.pool is not None:
+            await self.pool.close()
+
+
 def alfworld_group_factory(
-    options: AlfworldEnvOptions | None = None,
-) -> EnvGroupFactory:
-    """An `EnvGroupFactory` building `AlfworldEnvGroup`s with `options`."""
-    chosen = options or AlfworldEnvOptions()
-
-    def factory(task: TaskInfo, group_size: int) -> AlfworldEnvGroup:
-        return AlfworldEnvGroup(task, group_size, chosen)
-
-    return factory
+    options: AlfworldEnvOptions | None = None, pool: EnvWorkerPool | None = None
+) -> AlfworldGroupFactory:
+    """An `EnvGroupFactory` building `AlfworldEnvGroup`s with `options` (on `pool`'s workers
+    when given; whoever passes the pool, or calls `close()`, stops it)."""
+    return AlfworldGroupFactory(options, pool)
 
 
 def make_alfworld_group(task: TaskInfo, group_size: int) -> AlfworldEnvGroup:

@@ -29,7 +29,15 @@ from typing import Any
 
 from agentrl.envs.alfworld.engine import EngineStep, engine_target
 
-__all__ = ["BranchReport", "CallWorker", "GroupWorker", "WorkerFailure", "serve", "serve_calls"]
+__all__ = [
+    "BranchReport",
+    "CallWorker",
+    "GroupWorker",
+    "WorkerFailure",
+    "serve",
+    "serve_calls",
+    "serve_pool",
+]
 
 
 class WorkerFailure(RuntimeError):
@@ -96,25 +104,20 @@ def serve(fd: int, engine: str, game_file: str, count: str) -> None:
         kind = request[0]
         if kind == "close":
             break
-        calls: Sequence[tuple[int, str | None]] = request[1]
-        for branch, command in calls:
-            current = engines[branch]
-            if current is None:
-                conn.send(("report", BranchReport(branch, None, "engine failed earlier")))
-                continue
-            try:
-                step = current.reset() if command is None else current.step(command)
-            except Exception as exc:
-                engines[branch] = None
-                conn.send(("report", BranchReport(branch, None, _describe(exc))))
-            else:
-                conn.send(("report", BranchReport(branch, step)))
+        _play_calls(conn, engines, request[1])
         conn.send(("done",))
     for item in engines:
         if item is not None:
             with contextlib.suppress(Exception):
                 item.close()
     conn.close()
+
+
+def serve_pool(fd: int, *args: str) -> None:
+    """Pool worker body (see `agentrl.envs.alfworld.pool.serve_pool`)."""
+    from agentrl.envs.alfworld.pool import serve_pool as body
+
+    body(fd, *args)
 
 
 def serve_calls(fd: int) -> None:
@@ -139,6 +142,28 @@ def serve_calls(fd: int) -> None:
         else:
             conn.send(("ok", result))
     conn.close()
+
+
+def _play_calls(
+    conn: Connection,
+    engines: list[Any] | None,
+    calls: Sequence[tuple[int, str | None]],
+) -> None:
+    """Reset (command None) or step each branch's engine and report each result in order; an
+    engine that raised is dropped (its later calls report "engine failed earlier")."""
+    for branch, command in calls:
+        current = engines[branch] if engines is not None else None
+        if current is None:
+            conn.send(("report", BranchReport(branch, None, "engine failed earlier")))
+            continue
+        try:
+            step = current.reset() if command is None else current.step(command)
+        except Exception as exc:
+            assert engines is not None
+            engines[branch] = None
+            conn.send(("report", BranchReport(branch, None, _describe(exc))))
+        else:
+            conn.send(("report", BranchReport(branch, step)))
 
 
 def _describe(exc: BaseException) -> str:

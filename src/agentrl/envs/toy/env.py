@@ -14,7 +14,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agentrl.types import EnvStep, TaskInfo
+from agentrl.env import command_of
+from agentrl.types import EnvAction, EnvStep, TaskInfo
 
 __all__ = ["ToyEnvGroup", "ToyState", "ToyTask", "make_toy_group", "toy_task", "toy_tasks"]
 
@@ -193,7 +194,7 @@ class ToyEnvGroup:
         self._steps = [self._step_record(start, intro, True)] * self._size
         return list(self._steps)
 
-    async def step(self, actions: Sequence[str | None]) -> list[EnvStep]:
+    async def step(self, actions: Sequence[EnvAction | None]) -> list[EnvStep]:
         """Advance branches whose action is not None."""
         self._check_open()
         if not self._steps:
@@ -203,7 +204,8 @@ class ToyEnvGroup:
         for i, action in enumerate(actions):
             if action is None or self._steps[i].finished:
                 continue
-            state, text, ok = transition(self._game, self._states[i], action.strip().lower())
+            command = command_of(action).strip().lower()
+            state, text, ok = transition(self._game, self._states[i], command)
             self._states[i] = state
             self._steps[i] = self._step_record(state, text, ok)
         return list(self._steps)

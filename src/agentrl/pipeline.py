@@ -1,0 +1,181 @@
+"""Where an update's groups come from: bounded off-policy pipelining and dynamic sampling.
+
+With `k = max_steps_off_policy`:
+
+- **k = 0** (the recipe): update `n` rolls out its games with the weights after update `n - 1`,
+  then trains; nothing runs ahead.
+- **k >= 1**: as soon as the groups of update `n` are in, the rollouts of updates `n + 1 ...
+  n + k` that are not running yet are started, each with the newest sampler (the weights after
+  update `n - 1`), so they run while update `n` trains. A rollout whose sampler was taken when
+  `v` updates were complete and that is trained in update `n` is `n - 1 - v` updates *stale*;
+  the schedule keeps that at most `k`, and a guard drops or resamples (same games, newest
+  sampler; `StalePolicy`) any group older than `k`, counting it. The behaviour policy of the
+  loss is the sampler's own logprobs, which every datum already carries; `LossConfig.tis_cap`
+  adds a truncated importance weight for the gap.
+- **dynamic sampling** (DAPO): with a budget `B > 0`, degenerate groups (all rewards equal: no
+  learning signal) are replaced by groups of fresh games, drawn from a second seeded stream
+  (`extra_batch`), until none is left or `B` extra games were played in this update. The
+  replaced groups are neither trained nor written to `rollouts.jsonl`; they are counted.
+
+Counters (`UpdateMetrics.sampling`): `offpolicy/staleness` (updates), `offpolicy/stale_groups`,
+`offpolicy/dropped_groups`, `offpolicy/resampled_groups`, `dynamic/extra_games`,
+`dynamic/replaced_groups`, `dynamic/degenerate_left`, and the stragglers of the update's own
+rollout: `stragglers/group_seconds_p50` and `stragglers/group_seconds_max` (seconds from the
+rollout's start until each game's group, i.e. its slowest branch, finished).
+
+Resume: for k = 0 an update depends only on the checkpoint and the seeded game streams, so a
+resumed run plays what an uninterrupted one would. For k >= 1 the rollouts that were running
+ahead are lost with the process; after a resume update `n` is rolled out afresh with the
+weights after update `n - 1` (staleness 0 at first): the same games, sampled by newer weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agentrl.advantages import AdvantageEstimator
+from agentrl.backends.base import Sampler
+from agentrl.types import TaskInfo, TrajectoryGroup
+
+__all__ = ["GroupSource", "Rollout", "RolloutFn", "UpdateGroups", "extra_batch"]
+
+DYNAMIC_SEED_OFFSET = 1_000_000_007
+"""Added to the run's seed for the stream of games that replace degenerate groups."""
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """The groups of one rollout call and when its sampler was taken."""
+
+    groups: tuple[TrajectoryGroup, ...]
+    version: int
+    """Updates completed when the rollout's sampler was taken."""
+    group_seconds: tuple[float, ...] = ()
+    """Seconds from the rollout's start until each group finished (in finishing order)."""
+
+
+RolloutFn = Callable[[Sequence[TaskInfo], Sampler, int, str], Awaitable[Rollout]]
+"""`rollout(tasks, sampler, version, label)`: play `tasks` with `sampler`."""
+
+
+@dataclass(frozen=True)
+class UpdateGroups:
+    """The groups an update trains on, and the counters of how they were obtained."""
+
+    groups: tuple[TrajectoryGroup, ...]
+    counters: Mapping[str, float] = field(default_factory=dict)
+
+
+def extra_batch(tasks: Sequence[TaskInfo], count: int, seed: int, number: int) -> list[TaskInfo]:
+    """The `count` fresh games update `number` may use to replace degenerate groups."""
+    from agentrl.trainer import task_batch
+
+    return task_batch(tasks, count, seed + DYNAMIC_SEED_OFFSET, number - 1)
+
+
+class GroupSource:
+    """Hands each update its groups, keeping up to `k` later updates' rollouts in flight."""
+
+    def __init__(
+        self,
+        *,
+        rollout: RolloutFn,
+        sampler: Callable[[], Awaitable[Sampler]],
+        games: Callable[[int], list[TaskInfo]],
+        extra_games: Callable[[int, int], list[TaskInfo]],
+        estimator: AdvantageEstimator,
+        max_steps_off_policy: int = 0,
+        resample_stale: bool = False,
+        dynamic_budget: int = 0,
+        last_update: int | None = None,
+    ) -> None:
+        if max_steps_off_policy < 0 or dynamic_budget < 0:
+            raise ValueError("max_steps_off_policy and dynamic_budget must be >= 0")
+        self._rollout = rollout
+        self._sampler = sampler
+        self._games = games
+        self._extra_games = extra_games
+        self._estimator = estimator
+        self.k = max_steps_off_policy
+        self.resample_stale = resample_stale
+        self.dynamic_budget = dynamic_budget
+        self.last_update = last_update
+        self._ahead: dict[int, asyncio.Task[Rollout]] = {}
+
+    async def _start(self, number: int, version: int) -> asyncio.Task[Rollout]:
+        sampler = await self._sampler()  # taken now: before this update's training starts
+        work = self._rollout(self._games(number), sampler, version, f"update {number}")
+        return asyncio.ensure_future(work)
+
+    async def take(self, number: int, version: int) -> UpdateGroups:
+        """The groups of update `number`; `version` = updates completed so far."""
+        task = self._ahead.pop(number, None) or await self._start(number, version)
+        rolled = await task
+        for ahead in range(number + 1, number + self.k + 1):
+            if self.last_update is not None and ahead > self.last_update:
+                break
+            if ahead not in self._ahead:
+                self._ahead[ahead] = await self._start(ahead, version)
+        counters: dict[str, float] = {}
+        groups = list(rolled.groups)
+        staleness = version - rolled.version
+        if self.k:
+            counters["offpolicy/staleness"] = float(staleness)
+        if staleness > self.k:
+            counters["offpolicy/stale_groups"] = float(len(groups))
+            if self.resample_stale:
+                fresh = await self._play([g.task for g in groups], version, number, "resample")
+                groups = list(fresh.groups)
+                counters["offpolicy/resampled_groups"] = float(len(groups))
+            else:
+                counters["offpolicy/dropped_groups"] = float(len(groups))
+                groups = []
+        if rolled.group_seconds:
+            seconds = np.asarray(rolled.group_seconds, dtype=np.float64)
+            counters["stragglers/group_seconds_p50"] = float(np.median(seconds))
+            counters["stragglers/group_seconds_max"] = float(seconds.max())
+        if self.dynamic_budget:
+            groups = await self._replace_degenerate(groups, number, version, counters)
+        return UpdateGroups(tuple(groups), counters)
+
+    async def _play(
+        self, tasks: Sequence[TaskInfo], version: int, number: int, label: str
+    ) -> Rollout:
+        sampler = await self._sampler()
+        return await self._rollout(tasks, sampler, version, f"update {number} {label}")
+
+    async def _replace_degenerate(
+        self,
+        groups: list[TrajectoryGroup],
+        number: int,
+        version: int,
+        counters: dict[str, float],
+    ) -> list[TrajectoryGroup]:
+        flags = [g.degenerate for g in self._estimator.estimate(groups).groups] if groups else []
+        waiting = [i for i, flag in enumerate(flags) if flag]
+        extra = self._extra_games(number, self.dynamic_budget)
+        used = replaced = 0
+        while waiting and used < self.dynamic_budget:
+            batch = extra[used : used + min(len(waiting), self.dynamic_budget - used)]
+            used += len(batch)
+            played = await self._play(batch, version, number, "dynamic sampling")
+            for group in played.groups:
+                (result,) = self._estimator.estimate([group]).groups
+                if waiting and not result.degenerate:
+                    groups[waiting.pop(0)] = group
+                    replaced += 1
+        counters["dynamic/extra_games"] = float(used)
+        counters["dynamic/replaced_groups"] = float(replaced)
+        counters["dynamic/degenerate_left"] = float(len(waiting))
+        return groups
+
+    async def close(self) -> None:
+        """Cancel the rollouts running ahead (their groups are never trained)."""
+        ahead, self._ahead = list(self._ahead.values()), {}
+        for task in ahead:
+            task.cancel()
+        await asyncio.gather(*ahead, return_exceptions=True)  # cancelled or failed: dropped

