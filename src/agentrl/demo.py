@@ -1,8 +1,8 @@
 """`agentrl demo` (`make demo`): the whole recipe, small, on a CPU, with no account.
 
-0. (`--size learning` only, until it wins) the learning benchmark at a small size
-   (`agentrl.learning`): a tiny model trained from scratch on the fetch task by RL through the
-   Trainer; its held-out success curve (`<out>/plots/learning.png`) and before/after are printed;
+0. the learning benchmark at a small size (`agentrl.learning`): a small model trained from
+   scratch on the fetch task by RL through the Trainer; its held-out success curve
+   (`<out>/plots/learning.png`) and before/after are printed (about 2 minutes);
 1. generate a small verified ALFWorld game set (`<out>/games`, reused when it exists);
 2. build the `tiny` model (random-initialised Qwen3 architecture, real Qwen tokenizer) on the
    local backend and warm-start its LoRA with a few supervised steps on planner
@@ -13,8 +13,8 @@
    (`<out>/eval/*.jsonl`);
 5. write the comparison plots (`<out>/plots`) and the HTML viewer of the last evaluation.
 
-The tiny model is far too small to play ALFWorld: expect 0% success next to the planner's
-ceiling (evaluated on the same games). That phase shows that every piece runs end to end and
+Phase 0 shows learning; phases 1-5 show the ALFWorld pipeline. The tiny model is far too
+small to play ALFWorld: expect 0% success next to the planner's ceiling (evaluated on the same games). That phase shows that every piece runs end to end and
 what the outputs look like; learning ALFWorld needs a real model (`--backend local
 --base-model PATH` on a GPU, or PyTRIO).
 """
@@ -74,6 +74,7 @@ DEMO_SIZES: dict[str, DemoSize] = {
         max_assistant_tokens=48,
         max_trajectory_tokens=3_000,
         warm_start_steps=15,
+        learning=DEMO_LEARNING,
     ),
     "quick": DemoSize(
         train_games=1,
@@ -89,9 +90,8 @@ DEMO_SIZES: dict[str, DemoSize] = {
         warm_start_turns=1,
     ),
 }
-DEMO_SIZES["learning"] = replace(DEMO_SIZES["default"], learning=DEMO_LEARNING)
-"""`default` (`make demo`), `quick` (the smoke test), `learning` (default plus phase 0, the
-learning benchmark at a small size: opt-in until that benchmark wins, see docs/estimators.md)."""
+"""`default` (`make demo`: the learning phase, then the ALFWorld pipeline) and `quick` (the
+smoke test: the ALFWorld pipeline only, at the smallest size)."""
 
 
 @dataclass(frozen=True)

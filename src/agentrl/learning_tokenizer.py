@@ -28,8 +28,17 @@ def _corpus(setup: LearningSetup, games: int = 96) -> list[str]:
     async def play() -> list[Any]:
         return await _rollouts(sampler, qwen, setup, tasks, 1, None)
 
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        groups = asyncio.run(play())
+    else:  # called from async code (a notebook, an async test): play on a thread of its own
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            groups = pool.submit(asyncio.run, play()).result()
     texts = []
-    for group in asyncio.run(play()):
+    for group in groups:
         for trajectory in group.trajectories:
             last = trajectory.turns[-1]
             texts.append(qwen.decode([*last.prompt_tokens, *last.completion_tokens]))
