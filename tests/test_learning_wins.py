@@ -19,25 +19,44 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 
-def test_benchmark_script_smoke(tmp_path: Path) -> None:
-    """`benchmarks/learning.py` plumbing at the smoke size: runs, table, PNG, the last line."""
-    import re
+def _smoke(tmp_path: Path, script: str, *choices: str) -> tuple[str, Path]:
+    """Run `benchmarks/<script>` at the smoke size, one seed; its last line and output dir."""
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "learning.py"
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / script
     out = tmp_path / "bench"
-    command = [sys.executable, str(script), "--out", str(out), "--size", "smoke", "--seeds", "1"]
-    command += ["--estimators", "group_mean", "gigpo"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    last = done.stdout.strip().splitlines()[-1]
-    pattern = (
-        r"random_success=[\d.]+ success_before=[\d.]+ success_after=[\d.]+ seeds=1 minutes=[\d.]+"
+    command = [sys.executable, str(path), "--out", str(out), "--size", "smoke", "--seeds", "1"]
+    done = subprocess.run(
+        [*command, *choices], capture_output=True, text=True, timeout=600, check=False
     )
-    assert re.fullmatch(pattern, last), last
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1], out
+
+
+SUMMARY = r"random_success=[\d.]+ success_before=[\d.]+ success_after=[\d.]+ seeds=1 minutes=[\d.]+"
+
+
+def test_benchmark_script_smoke(tmp_path: Path) -> None:
+    """`benchmarks/learning.py` plumbing at the smoke size: runs, table, PNG, the last line."""
+    import re
+
+    last, out = _smoke(tmp_path, "learning.py", "--estimators", "group_mean", "gigpo")
+    assert re.fullmatch(SUMMARY, last), last
     assert (out / "learning.png").stat().st_size > 0
     assert "| gigpo | 1 |" in (out / "learning.md").read_text()
+
+
+def test_losses_script_smoke(tmp_path: Path) -> None:
+    """`benchmarks/losses.py` at the smoke size: one off-policy loss and the on-policy PPO."""
+    import json
+    import re
+
+    last, out = _smoke(tmp_path, "losses.py", "--losses", "cispo", "ppo_on_policy")
+    assert re.fullmatch(SUMMARY, last), last
+    assert "| cispo | 1 |" in (out / "losses.md").read_text()
+    run = json.loads((out / "runs" / "cispo-seed0.json").read_text())
+    assert run["setup"]["loss"] == "cispo" and run["setup"]["max_steps_off_policy"] == 1
 
 
 def test_demo_learning_phase_smoke(tmp_path: Path) -> None:
