@@ -266,6 +266,7 @@ async def run_learning(
 ) -> LearningResult:
     """Warm start, evaluate, then `setup.updates` Trainer updates with held-out evaluations."""
     from agentrl.config import TrainConfig
+    from agentrl.reporting.sinks import MultiSink
     from agentrl.testing import PolicySampler
     from agentrl.trainer import Trainer
 
@@ -322,7 +323,7 @@ async def run_learning(
         tasks=train_tasks,
         renderer=ChatRenderer(tokenizer),
         protocol=FetchCommands(),
-        sinks=_NullSink(),
+        sinks=MultiSink(()),  # results go to LearningResult; metrics to on_update
         progress=False,
     )
     point = await held_out_success(await backend.sampler(), tokenizer, setup, started=started)
@@ -381,13 +382,3 @@ def plot_learning(result: LearningResult, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     return path
-
-
-class _NullSink:
-    """The runs report through `LearningResult`; per-update metrics go to `on_update`."""
-
-    def log(self, kind: str, step: int, record: object) -> None:
-        """Drop the record."""
-
-    def close(self) -> None:
-        """Nothing to close."""

@@ -21,11 +21,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agentrl.env import EnvGroupFactory
+from agentrl.env import EnvGroupFactory, command_of
 from agentrl.envs.toy.env import OBJECTS
 from agentrl.envs.toy.plain import ACTIONS_HEADING, PlainCommands
 from agentrl.tools import ToolResult
-from agentrl.types import EnvStep, Message, TaskInfo, TurnStatus
+from agentrl.types import EnvAction, EnvStep, Message, TaskInfo, TurnStatus
 
 __all__ = [
     "FETCH_RECEPTACLES",
@@ -197,7 +197,7 @@ class FetchEnvGroup:
         self._steps = [self._record(_Branch(), intro, True)] * self._size
         return list(self._steps)
 
-    async def step(self, actions: Sequence[str | None]) -> list[EnvStep]:
+    async def step(self, actions: Sequence[EnvAction | None]) -> list[EnvStep]:
         """Advance the branches whose action is not None."""
         self._check_open()
         if not self._steps:
@@ -207,7 +207,8 @@ class FetchEnvGroup:
         for i, action in enumerate(actions):
             if action is None or self._steps[i].finished:
                 continue
-            branch, text, ok = self._transition(self._branches[i], action.strip().lower())
+            command = command_of(action).strip().lower()
+            branch, text, ok = self._transition(self._branches[i], command)
             self._branches[i] = branch
             self._steps[i] = self._record(branch, text, ok)
         return list(self._steps)
