@@ -15,8 +15,9 @@
 
 Phase 0 shows learning; phases 1-5 show the ALFWorld pipeline. The tiny model is far too
 small to play ALFWorld: expect 0% success next to the planner's ceiling (evaluated on the
-same games). Those phases show that every piece runs end to end and what the outputs look like; learning ALFWorld needs a real model (`--backend local
---base-model PATH` on a GPU, or PyTRIO).
+same games). Those phases show that every piece runs end to end and what the outputs look
+like; learning ALFWorld needs a real model (`--backend local --base-model PATH` on a GPU, or
+PyTRIO).
 """
 
 from __future__ import annotations
