@@ -21,7 +21,7 @@ def _check(report: Any, updates: int) -> None:
     assert [m["step"] for m in metrics] == list(range(1, updates + 1))
     assert (run / "checkpoints" / f"update-{updates:04d}.json").is_file()
     labels = [e.label for e in report.evals]
-    assert labels == ["base", f"update-{updates:04d}"]
+    assert labels == ["planner", "base", f"update-{updates:04d}"]
     for outcome in report.evals:
         data = read_eval_file(outcome.path)
         assert set(data.summaries) == {"valid_seen", "valid_unseen", "overall"}

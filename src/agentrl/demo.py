@@ -1,5 +1,8 @@
 """`agentrl demo` (`make demo`): the whole recipe, small, on a CPU, with no account.
 
+0. the learning benchmark at a small size (`agentrl.learning`): a small model trained from
+   scratch on the fetch task by RL through the Trainer; its held-out success curve
+   (`<out>/plots/learning.png`) and before/after are printed (about 2 minutes);
 1. generate a small verified ALFWorld game set (`<out>/games`, reused when it exists);
 2. build the `tiny` model (random-initialised Qwen3 architecture, real Qwen tokenizer) on the
    local backend and warm-start its LoRA with a few supervised steps on planner
@@ -10,9 +13,11 @@
    (`<out>/eval/*.jsonl`);
 5. write the comparison plots (`<out>/plots`) and the HTML viewer of the last evaluation.
 
-The tiny model is far too small to play ALFWorld: expect 0% success. The demo shows that
-every piece runs end to end and what the outputs look like; learning needs a real model
-(`--backend local --base-model PATH` on a GPU, or PyTRIO).
+Phase 0 shows learning; phases 1-5 show the ALFWorld pipeline. The tiny model is far too
+small to play ALFWorld: expect 0% success next to the planner's ceiling (evaluated on the
+same games). Those phases show that every piece runs end to end and what the outputs look
+like; learning ALFWorld needs a real model (`--backend local --base-model PATH` on a GPU, or
+PyTRIO).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from pathlib import Path
 from agentrl.backends.base import AdamParams, LossConfig, LossName, TrainingBackend
 from agentrl.datums import Datum, trajectory_to_datum
 from agentrl.evaluation import EvalOutcome, evaluate, planner_player
+from agentrl.learning import DEMO as DEMO_LEARNING
+from agentrl.learning import LearningResult, LearningSetup
 from agentrl.tools import CommandTool
 from agentrl.types import TrajectoryGroup
 
@@ -52,6 +59,8 @@ class DemoSize:
     lora_rank: int = 16
     warm_start_lr: float = 1e-2
     learning_rate: float = 1e-4
+    learning: LearningSetup | None = None
+    """The learning phase (None: skip it)."""
 
 
 DEMO_SIZES: dict[str, DemoSize] = {
@@ -66,6 +75,7 @@ DEMO_SIZES: dict[str, DemoSize] = {
         max_assistant_tokens=48,
         max_trajectory_tokens=3_000,
         warm_start_steps=15,
+        learning=DEMO_LEARNING,
     ),
     "quick": DemoSize(
         train_games=1,
@@ -81,7 +91,8 @@ DEMO_SIZES: dict[str, DemoSize] = {
         warm_start_turns=1,
     ),
 }
-"""`default` (`make demo`), `quick` (the smoke test)."""
+"""`default` (`make demo`: the learning phase, then the ALFWorld pipeline) and `quick` (the
+smoke test: the ALFWorld pipeline only, at the smallest size)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +107,9 @@ class DemoReport:
     viewer: Path
     seconds: float
     phases: dict[str, float]
-    """Seconds per phase (games, warm start, training, evaluation)."""
+    """Seconds per phase (learning, games, warm start, training, evaluation)."""
+    learning: LearningResult | None = None
+    learning_plot: Path | None = None
 
     def describe(self) -> str:
         """A short human-readable summary."""
@@ -104,6 +117,8 @@ class DemoReport:
 
         spent = ", ".join(f"{name} {sec:.0f}s" for name, sec in self.phases.items())
         lines = [f"\ndemo finished in {self.seconds:.0f}s ({spent}); outputs under {self.out}:"]
+        if self.learning is not None:
+            lines.append(f"  learning     {self.learning_plot}")
         lines.append(f"  games        {self.games}")
         lines.append(f"  training     {self.run_dir} (metrics.jsonl, rollouts.jsonl, checkpoints/)")
         for outcome in self.evals:
@@ -114,10 +129,25 @@ class DemoReport:
             lines.append(f"\n{outcome.label}:")
             lines.append(format_table(outcome.summaries))
         lines.append(
-            "\nThe tiny random-initialised model cannot play ALFWorld (0% success is expected): "
-            "the demo checks the pipeline. Train a real model with `agentrl train` (README)."
+            "\nALFWorld: the tiny random-initialised model cannot play it (0% next to the "
+            "planner's ceiling is expected; its training reward may fall as it tries longer "
+            "invalid replies): this phase checks the pipeline. Train a real model with "
+            "`agentrl train` (README)."
         )
+        if self.learning is not None:
+            lines.append(learning_line(self.learning))
         return "\n".join(lines)
+
+
+def learning_line(result: LearningResult) -> str:
+    """The before/after line of the learning phase."""
+    r = result
+    curve = " -> ".join(f"{p.success:.0%}" for p in r.curve)
+    return (
+        f"\nLearning (fetch task, held-out games): random policy {r.random_success:.0%}, "
+        f"before RL {r.before:.0%}, after {len(r.train_success)} updates {r.after:.0%} "
+        f"({(r.after - r.before) * 100:+.0f} points; curve {curve})"
+    )
 
 
 def demonstration_datums(groups: Sequence[TrajectoryGroup], turns: int) -> list[Datum]:
@@ -221,7 +251,12 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
     clock = time.perf_counter()
     last = result.checkpoints[-1]
     evals = []
-    for label, model_path in (("base", None), (last.name, out / "run/checkpoints" / last.name)):
+    runs: tuple[tuple[str, Path | None, str], ...] = (
+        ("planner", None, "planner"),
+        ("base", None, "model"),
+        (last.name, out / "run/checkpoints" / last.name, "model"),
+    )
+    for label, model_path, policy in runs:
         eval_config = EvalConfig.model_validate(
             dict(
                 common,
@@ -229,6 +264,7 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
                 model_path=None if model_path is None else f"{model_path}.json",
                 experiment_name=label,
                 limit_per_split=max(size.valid_seen, size.valid_unseen),
+                policy=policy,
             )
         )
         evals.append(await evaluate(eval_config, progress=progress))
@@ -252,7 +288,7 @@ def run_demo(
 
     size = size or DEMO_SIZES["default"]
     out = Path(out)
-    results = [out / name for name in ("run", "eval", "plots")]
+    results = [out / name for name in ("run", "eval", "plots", "learning")]
     if any(p.exists() for p in results):
         if not overwrite:
             raise FileExistsError(
@@ -261,6 +297,10 @@ def run_demo(
         for path in results:
             shutil.rmtree(path, ignore_errors=True)
     started = time.perf_counter()
+    learned, learning_plot = None, None
+    if size.learning is not None:
+        learned, learning_plot = _learning_phase(out, size.learning)
+    learning_seconds = time.perf_counter() - started
     if games is None:
         games = out / "games"
         report = generate_games(
@@ -276,7 +316,39 @@ def run_demo(
             raise RuntimeError(
                 f"only {len(report.games)} of {wanted} demo games verified: {report.failures[-3:]}"
             )
-    generated = time.perf_counter() - started
+    generated = time.perf_counter() - started - learning_seconds
     result = asyncio.run(_demo(out, games, size, progress))
     phases = {"games": generated, **result.phases}
-    return replace(result, seconds=time.perf_counter() - started, phases=phases)
+    if learned is not None:
+        phases = {"learning": learning_seconds, **phases}
+    seconds = time.perf_counter() - started
+    return replace(
+        result, seconds=seconds, phases=phases, learning=learned, learning_plot=learning_plot
+    )
+
+
+def _learning_phase(out: Path, setup: LearningSetup) -> tuple[LearningResult, Path]:
+    """Phase 0: the learning benchmark at a small size; prints its curve as it goes."""
+    import torch
+
+    from agentrl.learning import fetch_tokenizer, plot_learning, run_learning
+
+    print("learning phase: a tiny model learns the fetch task by RL (held-out success):")
+
+    def point(p: object) -> None:
+        from agentrl.learning import EvalPoint
+
+        assert isinstance(p, EvalPoint)
+        print(f"  update {p.update:3d}: {p.success:.0%} ({p.seconds:.0f}s)", flush=True)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the tiny model is faster on one thread; the games run beside it
+    try:
+        result = asyncio.run(
+            run_learning(setup, fetch_tokenizer(setup), out / "learning", on_point=point)
+        )
+    finally:
+        torch.set_num_threads(threads)
+    plot = plot_learning(result, out / "plots" / "learning.png")
+    print(learning_line(result).strip(), flush=True)
+    return result, plot

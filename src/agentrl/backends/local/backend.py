@@ -25,7 +25,12 @@ from agentrl.backends.base import (
 )
 from agentrl.backends.errors import CheckpointError
 from agentrl.backends.local.engine import ModelEngine
-from agentrl.backends.local.files import ADAPTER_WEIGHTS, check_adapter_dir, read_json_object
+from agentrl.backends.local.files import (
+    ADAPTER_WEIGHTS,
+    check_adapter_dir,
+    check_safetensors,
+    read_json_object,
+)
 from agentrl.backends.local.model import (
     LoraSpec,
     apply_lora,
@@ -46,10 +51,12 @@ STATE_DIR = "state"
 SAMPLER_DIR = "sampler"
 OPTIMIZER_FILE = "optimizer.pt"
 META_FILE = "agentrl_state.json"
+FULL_WEIGHTS_FILE = "model.safetensors"
+"""The weights of a full fine-tuning checkpoint (a torch state dict)."""
 
 
 class LocalBackend:
-    """LoRA training and sampling on one local device (CPU or CUDA)."""
+    """LoRA (or, with `full_finetune=True`, full) training and sampling on one local device."""
 
     def __init__(
         self,
@@ -64,8 +71,10 @@ class LocalBackend:
         normalisation: Normalisation = "tokens",
         kv_cache_gib: float | None = None,
         max_batch_rows: int = 64,
+        full_finetune: bool = False,
     ) -> None:
-        """Wrap `model` (a transformers causal LM) with fresh LoRA adapters."""
+        """Wrap `model` (a transformers causal LM) with fresh LoRA adapters, or train all of
+        its weights with `full_finetune=True` (e.g. a small model trained from scratch)."""
         self.device = select_device(device)
         self.lora = lora or LoraSpec()
         self.tokenizer = tokenizer
@@ -73,7 +82,11 @@ class LocalBackend:
         self.micro_batch_tokens = micro_batch_tokens
         self.normalisation: Normalisation = normalisation
         model = model.to(self.device)
-        peft_model = apply_lora(model, self.lora, seed=seed)
+        self.full_finetune = full_finetune
+        if full_finetune:
+            peft_model = model.requires_grad_(True)
+        else:
+            peft_model = apply_lora(model, self.lora, seed=seed)
         eos = _eos_ids(tokenizer, model)
         self.engine = ModelEngine(peft_model.eval(), device=self.device, default_stop_tokens=eos)
         self._sampler = LocalSampler(
@@ -187,7 +200,7 @@ class LocalBackend:
         return self._optimizer
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
-        """The LoRA parameters, in a stable order."""
+        """The trained parameters (LoRA, or every weight), in a stable order."""
         return [p for _, p in sorted(self.engine.model.named_parameters()) if p.requires_grad]
 
     async def save(self, name: str) -> CheckpointRef:
@@ -218,16 +231,26 @@ class LocalBackend:
         )
 
     def _write_checkpoint(self, tmp: Path) -> None:
+        safetensors = require("safetensors.torch", "local")
         with self.engine.lock:
-            for sub in (SAMPLER_DIR, STATE_DIR):
+            for sub in (SAMPLER_DIR, STATE_DIR) if self.full_finetune else ():
+                (tmp / sub).mkdir(parents=True)
+                # save_model handles the tied embedding / unembedding (one stored tensor).
+                safetensors.save_model(self.engine.model, str(tmp / sub / FULL_WEIGHTS_FILE))
+            for sub in () if self.full_finetune else (SAMPLER_DIR, STATE_DIR):
                 # The base embeddings are frozen: never copy them into the adapter files.
                 self.engine.model.save_pretrained(str(tmp / sub), save_embedding_layers=False)
             if self._optimizer is not None:
                 torch.save(self._optimizer.state_dict(), tmp / STATE_DIR / OPTIMIZER_FILE)
-            meta = {"steps": self.steps, "lora": self.lora.modules(), "rank": self.lora.rank}
+            meta: dict[str, object] = {"steps": self.steps, "full_finetune": self.full_finetune}
+            if not self.full_finetune:
+                meta.update(lora=self.lora.modules(), rank=self.lora.rank)
             (tmp / STATE_DIR / META_FILE).write_text(json.dumps(meta, indent=2))
-        for sub in (SAMPLER_DIR, STATE_DIR):
-            check_adapter_dir(tmp / sub)  # a short write (full disk) is caught here
+        for sub in (SAMPLER_DIR, STATE_DIR):  # a short write (full disk) is caught here
+            if self.full_finetune:
+                check_safetensors(tmp / sub / FULL_WEIGHTS_FILE)
+            else:
+                check_adapter_dir(tmp / sub)
 
     async def load(self, ref: CheckpointRef) -> None:
         """Restore adapter weights and optimizer state saved by `save`."""
@@ -237,22 +260,34 @@ class LocalBackend:
         """Load adapter weights only (a `sampler_path`), e.g. to evaluate a checkpoint."""
         await asyncio.to_thread(self._load, Path(path), False)
 
-    def _load(self, path: Path, with_optimizer: bool) -> None:
-        peft = require("peft", "local")
+    def _load_weights(self, path: Path) -> None:
+        """Weights from a checkpoint folder (the caller holds the engine lock)."""
         safetensors = require("safetensors.torch", "local")
+        if self.full_finetune:
+            if not path.is_dir():
+                raise CheckpointError(path, "no such checkpoint folder")
+            weights = path / FULL_WEIGHTS_FILE
+            check_safetensors(weights)  # CheckpointError naming a missing or cut file
+            try:
+                safetensors.load_model(self.engine.model, str(weights), device=str(self.device))
+            except RuntimeError as exc:  # missing / unexpected keys, wrong shapes
+                raise CheckpointError(weights, f"does not fit this model ({exc})") from exc
+            return
+        peft = require("peft", "local")
         check_adapter_dir(path)  # CheckpointError naming the damaged file
         weights = path / ADAPTER_WEIGHTS
+        try:
+            state = safetensors.load_file(str(weights), device=str(self.device))
+        except Exception as exc:  # safetensors' own error types
+            raise CheckpointError(weights, f"cannot be read ({exc})") from exc
+        result = peft.set_peft_model_state_dict(self.engine.model, state)
+        unexpected = list(getattr(result, "unexpected_keys", []))
+        if unexpected:
+            raise CheckpointError(weights, f"adapter does not fit this model ({unexpected[:3]})")
+
+    def _load(self, path: Path, with_optimizer: bool) -> None:
         with self.engine.lock:
-            try:
-                state = safetensors.load_file(str(weights), device=str(self.device))
-            except Exception as exc:  # safetensors' own error types
-                raise CheckpointError(weights, f"cannot be read ({exc})") from exc
-            result = peft.set_peft_model_state_dict(self.engine.model, state)
-            unexpected = list(getattr(result, "unexpected_keys", []))
-            if unexpected:
-                raise CheckpointError(
-                    weights, f"adapter does not fit this model ({unexpected[:3]})"
-                )
+            self._load_weights(path)
             if with_optimizer:
                 meta_file = path / META_FILE
                 if meta_file.is_file():

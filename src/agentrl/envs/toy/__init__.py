@@ -1,14 +1,28 @@
-"""A tiny deterministic carry-the-object task for tests, tutorials and the CPU demo."""
+"""Tiny deterministic tasks: carry-the-object (tests, tutorials) and fetch (learning benchmark)."""
 
 from agentrl.envs.toy.env import ToyEnvGroup, ToyState, ToyTask, make_toy_group, toy_task, toy_tasks
+from agentrl.envs.toy.fetch import (
+    FetchEnvGroup,
+    FetchTask,
+    fetch_group_factory,
+    fetch_task,
+    fetch_tasks,
+    random_valid_success,
+)
 from agentrl.envs.toy.tools import TOY_TOOL_NAME, toy_tool_protocol
 
 __all__ = [
     "TOY_TOOL_NAME",
+    "FetchEnvGroup",
+    "FetchTask",
     "ToyEnvGroup",
     "ToyState",
     "ToyTask",
+    "fetch_group_factory",
+    "fetch_task",
+    "fetch_tasks",
     "make_toy_group",
+    "random_valid_success",
     "toy_task",
     "toy_tasks",
     "toy_tool_protocol",

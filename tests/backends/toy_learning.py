@@ -6,7 +6,7 @@ Qwen3 model trained through `LocalBackend` (LoRA, PPO loss, AdamW). A random mod
 a usable reply, so the experiment uses the plain-command protocol and warm-starts with a few
 supervised steps on demonstrations whose commands are drawn *uniformly* from the available
 actions: after the warm start the model writes commands, but which are executable in the
-current state only the reward can teach. The learning test and `benchmarks/estimators.py` run
+current state only the reward can teach. The LoRA learning test (`test_learning.py`) runs
 it; all seeds are fixed.
 """
 

@@ -1,0 +1,92 @@
+"""The learning benchmark's tokenizer: a small byte-level BPE of the project's own, trained
+offline on rendered fetch conversations (`agentrl.learning`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentrl.learning import LearningSetup
+
+__all__ = ["fetch_tokenizer"]
+
+
+def _corpus(setup: LearningSetup, games: int = 96) -> list[str]:
+    """Rendered conversations of random valid play (Qwen's template), the tokenizer's corpus."""
+    import asyncio
+
+    from agentrl.envs.toy.fetch import fetch_tasks
+    from agentrl.envs.toy.plain import uniform_command_policy
+    from agentrl.learning import DEMO_SEED, _rollouts
+    from agentrl.testing import PolicySampler
+    from agentrl.tokenizer import build_qwen_tokenizer
+
+    qwen: Any = build_qwen_tokenizer()
+    tasks = fetch_tasks(games, DEMO_SEED + 50_000, "train", setup.objects, setup.receptacles)
+    sampler = PolicySampler(qwen, uniform_command_policy(1))
+
+    async def play() -> list[Any]:
+        return await _rollouts(sampler, qwen, setup, tasks, 1, None)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        groups = asyncio.run(play())
+    else:  # called from async code (a notebook, an async test): play on a thread of its own
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            groups = pool.submit(asyncio.run, play()).result()
+    texts = []
+    for group in groups:
+        for trajectory in group.trajectories:
+            last = trajectory.turns[-1]
+            texts.append(qwen.decode([*last.prompt_tokens, *last.completion_tokens]))
+            if last.tool_message is not None:
+                texts.append(last.tool_message.content)
+    return texts
+
+
+def fetch_tokenizer(setup: LearningSetup | None = None, vocab_size: int = 600) -> Any:
+    """A small byte-level BPE tokenizer of the project's own, trained offline (here, in about a
+    second) on rendered fetch conversations, with Qwen's pre-tokenizer, added tokens and the
+    project's Qwen3-style chat template: any text encodes, and the vocabulary is ~250x smaller
+    than Qwen's, which is what makes a from-scratch model cheap on a CPU. Deterministic."""
+    from agentrl._optional import require
+    from agentrl.tokenizer import QWEN_CHAT_TEMPLATE, QWEN_PRETOKENIZE_PATTERN, QWEN_SPECIAL_TOKENS
+
+    tokenizers = require("tokenizers", "local", "the fetch tokenizer")
+    transformers = require("transformers", "local", "the fetch tokenizer")
+    from agentrl.learning import LearningSetup
+
+    texts = _corpus(setup or LearningSetup())
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.normalizer = tokenizers.normalizers.NFC()
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Sequence(
+        [
+            tokenizers.pre_tokenizers.Split(
+                tokenizers.Regex(QWEN_PRETOKENIZE_PATTERN), behavior="isolated", invert=False
+            ),
+            tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    tok.post_processor = tokenizers.processors.ByteLevel(trim_offsets=False)
+    special = [t.content for t in QWEN_SPECIAL_TOKENS]
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=[t.content for t in QWEN_SPECIAL_TOKENS[1:] if t.special],
+        chat_template=QWEN_CHAT_TEMPLATE,
+        model_max_length=32_768,
+        clean_up_tokenization_spaces=False,
+        split_special_tokens=False,
+    )
