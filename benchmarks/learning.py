@@ -17,7 +17,6 @@ seed noise. The last line printed is
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -37,26 +36,13 @@ def _with_estimator(estimator: str, setup: LearningSetup) -> LearningSetup:
 VARIANTS: dict[str, Variant] = {e: partial(_with_estimator, e) for e in ESTIMATORS}
 
 
-def main() -> None:
-    """Run (or, with --worker, be one run of) the benchmark."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    learning_runs.add_arguments(parser, ESTIMATORS, "runs/learning")
-    parser.add_argument("--estimators", nargs="+", choices=ESTIMATORS, default=list(ESTIMATORS))
-    args = parser.parse_args()
-    if args.worker:
-        learning_runs.worker(args, VARIANTS)
-        return
-    results, minutes = learning_runs.run_all(Path(__file__), args, args.estimators)
-    line = learning_runs.report(
-        results,
-        args,
-        minutes,
+if __name__ == "__main__":
+    learning_runs.main(
+        Path(__file__),
+        __doc__.splitlines()[0],
+        VARIANTS,
+        option="--estimators",
         stem="learning",
         label="estimator",
         title="fetch task: held-out success (mean over seeds, min-max band)",
     )
-    print(line)
-
-
-if __name__ == "__main__":
-    main()

@@ -236,3 +236,27 @@ def report(
         f"random_success={rand:.3f} success_before={before:.3f} success_after={after:.3f} "
         f"seeds={len(first)} minutes={minutes:.1f}"
     )
+
+
+def main(
+    script: Path,
+    description: str,
+    variants: Mapping[str, Variant],
+    *,
+    option: str,
+    stem: str,
+    label: str,
+    title: str,
+) -> None:
+    """A benchmark's command line: `option` (e.g. `--estimators`) picks variants; with the
+    hidden `--worker` flag, be one run; else run them all, report, print the summary line."""
+    names = list(variants)
+    parser = argparse.ArgumentParser(description=description)
+    add_arguments(parser, names, f"runs/{stem}")
+    parser.add_argument(option, nargs="+", choices=names, default=names, dest="chosen")
+    args = parser.parse_args()
+    if args.worker:
+        worker(args, variants)
+        return
+    results, minutes = run_all(script, args, args.chosen)
+    print(report(results, args, minutes, stem=stem, label=label, title=title))

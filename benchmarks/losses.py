@@ -19,7 +19,6 @@ Writes `losses.png` (held-out success per update, mean over seeds with a min-max
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -79,26 +78,13 @@ LOSSES = (
 VARIANTS: dict[str, Variant] = {name: partial(_loss, name) for name in LOSSES}
 
 
-def main() -> None:
-    """Run (or, with --worker, be one run of) the loss comparison."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    learning_runs.add_arguments(parser, LOSSES, "runs/losses")
-    parser.add_argument("--losses", nargs="+", choices=LOSSES, default=list(LOSSES))
-    args = parser.parse_args()
-    if args.worker:
-        learning_runs.worker(args, VARIANTS)
-        return
-    results, minutes = learning_runs.run_all(Path(__file__), args, args.losses)
-    line = learning_runs.report(
-        results,
-        args,
-        minutes,
+if __name__ == "__main__":
+    learning_runs.main(
+        Path(__file__),
+        __doc__.splitlines()[0],
+        VARIANTS,
+        option="--losses",
         stem="losses",
         label="loss",
         title="fetch task, one update off-policy: held-out success per loss",
     )
-    print(line)
-
-
-if __name__ == "__main__":
-    main()

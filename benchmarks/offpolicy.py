@@ -35,12 +35,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import statistics
 import tempfile
 import time
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -60,9 +58,10 @@ from agentrl.datums import Datum
 from agentrl.envs.toy import toy_tool_protocol
 from agentrl.reporting.sinks import Reportable
 from agentrl.testing import PolicySampler
+from agentrl.testing.signal import HashReward, noisy_toy_policy
 from agentrl.tokenizer import build_qwen_tokenizer
 from agentrl.trainer import Trainer
-from agentrl.types import Completion, Trajectory
+from agentrl.types import Completion
 
 PROTOCOL = toy_tool_protocol()
 HEADING = "Available actions (copy one exactly):"
@@ -83,25 +82,11 @@ class SimCosts:
     sampler_swap: float = 0.120
 
 
-def toy_policy(seed: int) -> Any:
+def toy_policy(seed: int) -> Callable[[str], str]:
     """Replies: a listed action (70%), an impossible one (20%) or no call (10%), drawn from a
     generator seeded by the prompt text and how often it was asked, so every setting plays the
     same replies whatever order its concurrent rollouts ask in."""
-    asked: dict[str, int] = {}
-
-    def policy(prompt: str) -> str:
-        count = asked.get(prompt, 0)
-        asked[prompt] = count + 1
-        rng = random.Random(zlib.crc32(prompt.encode()) * 1009 + count * 31 + seed)
-        listed = prompt.rsplit(HEADING, 1)[-1].split("<|im_end|>", 1)[0].strip().splitlines()
-        roll = rng.random()
-        if roll < 0.7 and listed:
-            return PROTOCOL.call_text(rng.choice(listed).strip())
-        if roll < 0.9:
-            return PROTOCOL.call_text("fly to the moon")
-        return "I think I am done."
-
-    return policy
+    return noisy_toy_policy(seed, prompt_seeded=True)
 
 
 class SimSampler:
@@ -160,20 +145,6 @@ class SimBackend:
 
     async def load(self, ref: CheckpointRef) -> None:
         """Nothing to load."""
-
-
-class HashReward:
-    """A seeded pseudo-random reward of the reply tokens (so local groups always train)."""
-
-    def __call__(self, trajectory: Trajectory) -> float:
-        """Reward in [0, 1) from a hash of the trajectory's completion tokens."""
-        data = b"".join(bytes(str(t.completion_tokens), "ascii") for t in trajectory.turns)
-        return (zlib.crc32(data) % 1000) / 1000.0
-
-    def turn_rewards(self, trajectory: Trajectory) -> tuple[float, ...]:
-        """The reward, all on the last turn."""
-        n = len(trajectory.turns)
-        return tuple(self(trajectory) if i == n - 1 else 0.0 for i in range(n))
 
 
 class Clock:

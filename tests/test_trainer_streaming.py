@@ -18,11 +18,11 @@ from agentrl import recipe  # noqa: E402
 from agentrl.advantages import Advantages, GroupMean  # noqa: E402
 from agentrl.backends.streaming import StreamingUnsupportedError  # noqa: E402
 from agentrl.env import EnvAction  # noqa: E402
+from agentrl.testing.signal import HashReward  # noqa: E402
 from agentrl.trainer import Trainer, task_batch  # noqa: E402
 from agentrl.types import EnvStep, TaskInfo, TrajectoryGroup  # noqa: E402
 from trainer_helpers import (  # noqa: E402
     PROTOCOL,
-    HashReward,
     PolicyDrivenBackend,
     prompt_seeded_policy,
     tiny_backend,

@@ -8,8 +8,6 @@ actions (some not admissible), so groups have different rewards and updates trai
 
 from __future__ import annotations
 
-import random
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,46 +25,22 @@ from agentrl.config import TrainConfig
 from agentrl.datums import Datum
 from agentrl.envs.toy import toy_tool_protocol
 from agentrl.testing import PolicySampler
+from agentrl.testing.signal import noisy_toy_policy
 from agentrl.trainer import Trainer
 
 PROTOCOL = toy_tool_protocol()
 HEADING = "Available actions (copy one exactly):"
 
 
-def toy_policy(seed: int) -> Any:
+def toy_policy(seed: int) -> Callable[[str], str]:
     """Replies: a random listed action (70%), an impossible one (20%) or no call (10%)."""
-    rng = random.Random(seed)
-
-    def policy(prompt: str) -> str:
-        listed = prompt.rsplit(HEADING, 1)[-1].split("<|im_end|>", 1)[0].strip().splitlines()
-        roll = rng.random()
-        if roll < 0.7 and listed:
-            return PROTOCOL.call_text(rng.choice(listed).strip())
-        if roll < 0.9:
-            return PROTOCOL.call_text("fly to the moon")
-        return "I think I am done."
-
-    return policy
+    return noisy_toy_policy(seed)
 
 
 def prompt_seeded_policy(seed: int) -> Callable[[str], str]:
     """Like `toy_policy`, but each reply is drawn from a generator seeded by the prompt and how
     often it was asked: the same trajectories whatever order concurrent rollouts ask in."""
-    asked: dict[str, int] = {}
-
-    def policy(prompt: str) -> str:
-        count = asked.get(prompt, 0)
-        asked[prompt] = count + 1
-        rng = random.Random(zlib.crc32(prompt.encode()) * 1009 + count * 31 + seed)
-        listed = prompt.rsplit(HEADING, 1)[-1].split("<|im_end|>", 1)[0].strip().splitlines()
-        roll = rng.random()
-        if roll < 0.7 and listed:
-            return PROTOCOL.call_text(rng.choice(listed).strip())
-        if roll < 0.9:
-            return PROTOCOL.call_text("fly to the moon")
-        return "I think I am done."
-
-    return policy
+    return noisy_toy_policy(seed, prompt_seeded=True)
 
 
 class PolicyDrivenBackend:
@@ -149,18 +123,3 @@ def toy_trainer(config: TrainConfig, tokenizer: Any, inner: Any = None, **kwargs
         progress=False,
         **kwargs,
     )
-
-
-class HashReward:
-    """A reward in [0, 1) from a hash of the reply tokens: groups are (almost) never
-    degenerate, so every group trains."""
-
-    def __call__(self, trajectory: Any) -> float:
-        """The hash of the trajectory's completion tokens, scaled to [0, 1)."""
-        data = b"".join(bytes(str(t.completion_tokens), "ascii") for t in trajectory.turns)
-        return (zlib.crc32(data) % 1000) / 1000.0
-
-    def turn_rewards(self, trajectory: Any) -> tuple[float, ...]:
-        """The reward, all on the last turn."""
-        n = len(trajectory.turns)
-        return tuple(self(trajectory) if i == n - 1 else 0.0 for i in range(n))
