@@ -130,9 +130,9 @@ class DemoReport:
             lines.append(format_table(outcome.summaries))
         lines.append(
             "\nALFWorld: the tiny random-initialised model cannot play it (0% next to the "
-            "planner's ceiling is expected; its training reward may fall as it tries longer "
-            "invalid replies): this phase checks the pipeline. Train a real model with "
-            "`agentrl train` (README)."
+            "planner's ceiling is expected; its replies are not yet valid tool calls, so its "
+            "reward stays near -0.1 x the step cap): this phase checks the pipeline. Train a "
+            "real model with `agentrl train` (README)."
         )
         if self.learning is not None:
             lines.append(learning_line(self.learning))
