@@ -1,14 +1,16 @@
-"""The learning benchmark's tokenizer: a small byte-level BPE of the project's own, trained
-offline on rendered fetch conversations (`agentrl.learning`)."""
+"""The learning benchmarks' tokenizers: small byte-level BPEs of the project's own, trained
+offline on rendered conversations (`bpe_tokenizer`): the fetch task's (`fetch_tokenizer`,
+`agentrl.learning`) and ALFWorld's (`benchmarks/alfworld_from_scratch.py`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrl.learning import LearningSetup
 
-__all__ = ["fetch_tokenizer"]
+__all__ = ["bpe_tokenizer", "fetch_tokenizer"]
 
 
 def _corpus(setup: LearningSetup, games: int = 96) -> list[str]:
@@ -52,14 +54,20 @@ def fetch_tokenizer(setup: LearningSetup | None = None, vocab_size: int = 600) -
     second) on rendered fetch conversations, with Qwen's pre-tokenizer, added tokens and the
     project's Qwen3-style chat template: any text encodes, and the vocabulary is ~250x smaller
     than Qwen's, which is what makes a from-scratch model cheap on a CPU. Deterministic."""
+    from agentrl.learning import LearningSetup
+
+    return bpe_tokenizer(_corpus(setup or LearningSetup()), vocab_size)
+
+
+def bpe_tokenizer(texts: Sequence[str], vocab_size: int) -> Any:
+    """A byte-level BPE tokenizer trained on `texts` (at most `vocab_size` tokens; with no
+    texts, the 256 byte tokens and the added ones), with Qwen's pre-tokenizer, added tokens
+    and the project's Qwen3-style chat template, as a `transformers` fast tokenizer."""
     from agentrl._optional import require
     from agentrl.tokenizer import QWEN_CHAT_TEMPLATE, QWEN_PRETOKENIZE_PATTERN, QWEN_SPECIAL_TOKENS
 
-    tokenizers = require("tokenizers", "local", "the fetch tokenizer")
-    transformers = require("transformers", "local", "the fetch tokenizer")
-    from agentrl.learning import LearningSetup
-
-    texts = _corpus(setup or LearningSetup())
+    tokenizers = require("tokenizers", "local", "a project tokenizer")
+    transformers = require("transformers", "local", "a project tokenizer")
     tok = tokenizers.Tokenizer(tokenizers.models.BPE())
     tok.normalizer = tokenizers.normalizers.NFC()
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Sequence(

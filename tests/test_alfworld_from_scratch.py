@@ -1,0 +1,45 @@
+"""`benchmarks/alfworld_from_scratch.py` at its CPU smoke size, end to end on generated games.
+
+Games, explorer demonstrations through the rollout engine, the project tokenizer, imitation
+steps, evaluation, one Trainer update, evaluation again, the JSON / markdown results and the
+last line. About 15 s of CPU (more wall time on a busy machine); the GPU size is documented
+in docs/alfworld.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "alfworld_from_scratch.py"
+
+
+def test_alfworld_from_scratch_smoke(alfworld_games: Any, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    command = [sys.executable, str(SCRIPT), "--size", "cpu-smoke", "--out", str(out)]
+    command += ["--data-root", str(alfworld_games.root)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    pattern = r"success_before_rl=[\d.]+ success_after_rl=[\d.]+ minutes=[\d.]+ device=cpu"
+    assert re.fullmatch(pattern, last), last
+    result = json.loads((out / "result.json").read_text())
+    assert result["explorer_train"]["episodes"] == 6  # the fixture's six train games
+    assert result["explorer_train"]["success"] > 0  # the explorer wins some within 12 steps
+    assert result["explorer_train"]["invalid_per_turn"] < 0.2
+    assert result["demos"] == 6 and result["sft_tokens"] > result["demo_tokens"] / 2
+    losses = result["sft_loss"]
+    assert len(losses) == result["setup"]["sft_steps"] and losses[-1] < losses[0]  # it learns
+    assert result["before_rl"]["episodes"] == result["after_rl"]["episodes"] == 2
+    assert len(result["train_success"]) == result["setup"]["updates"] == 1
+    assert result["parameters"] > 0 and set(result["seconds"]) >= {"imitation", "rl", "total"}
+    assert "| model after RL (valid_unseen) |" in (out / "result.md").read_text()
