@@ -64,22 +64,10 @@ def bpe_tokenizer(texts: Sequence[str], vocab_size: int) -> Any:
     texts, the 256 byte tokens and the added ones), with Qwen's pre-tokenizer, added tokens
     and the project's Qwen3-style chat template, as a `transformers` fast tokenizer."""
     from agentrl._optional import require
-    from agentrl.tokenizer import QWEN_CHAT_TEMPLATE, QWEN_PRETOKENIZE_PATTERN, QWEN_SPECIAL_TOKENS
+    from agentrl.tokenizer import QWEN_SPECIAL_TOKENS, as_qwen_fast_tokenizer, qwen_style_tokenizer
 
     tokenizers = require("tokenizers", "local", "a project tokenizer")
-    transformers = require("transformers", "local", "a project tokenizer")
-    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
-    tok.normalizer = tokenizers.normalizers.NFC()
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.Sequence(
-        [
-            tokenizers.pre_tokenizers.Split(
-                tokenizers.Regex(QWEN_PRETOKENIZE_PATTERN), behavior="isolated", invert=False
-            ),
-            tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tok.decoder = tokenizers.decoders.ByteLevel()
-    tok.post_processor = tokenizers.processors.ByteLevel(trim_offsets=False)
+    tok = qwen_style_tokenizer(tokenizers.models.BPE())
     special = [t.content for t in QWEN_SPECIAL_TOKENS]
     trainer = tokenizers.trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -88,13 +76,4 @@ def bpe_tokenizer(texts: Sequence[str], vocab_size: int) -> Any:
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=[t.content for t in QWEN_SPECIAL_TOKENS[1:] if t.special],
-        chat_template=QWEN_CHAT_TEMPLATE,
-        model_max_length=32_768,
-        clean_up_tokenization_spaces=False,
-        split_special_tokens=False,
-    )
+    return as_qwen_fast_tokenizer(tok, model_max_length=32_768)

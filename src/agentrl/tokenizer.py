@@ -246,7 +246,6 @@ def _merges(ranks: dict[bytes, int]) -> Iterable[tuple[bytes, bytes]]:
 
 def _build(tiktoken_file: Path) -> PreTrainedTokenizerFast:
     tokenizers = require("tokenizers", "local", "building the Qwen tokenizer")
-    transformers = require("transformers", "local", "building the Qwen tokenizer")
     ranks = _read_ranks(tiktoken_file)
     if len(ranks) != NUM_QWEN_RANKS:
         raise ValueError(f"{tiktoken_file}: expected {NUM_QWEN_RANKS} ranks, got {len(ranks)}")
@@ -258,6 +257,23 @@ def _build(tiktoken_file: Path) -> PreTrainedTokenizerFast:
     vocab = {encode(token): rank for token, rank in ranks.items()}
     merges = [(encode(left), encode(right)) for left, right in _merges(ranks)]
     model = tokenizers.models.BPE(vocab=vocab, merges=merges, ignore_merges=False)
+    tok = qwen_style_tokenizer(model)
+    for added in QWEN_SPECIAL_TOKENS:
+        token = tokenizers.AddedToken(added.content, special=added.special, normalized=False)
+        if added.special:
+            tok.add_special_tokens([token])
+        else:
+            tok.add_tokens([token])
+        actual = tok.token_to_id(added.content)
+        if actual != added.id:
+            raise RuntimeError(f"{added.content} got id {actual}, expected {added.id}")
+    return as_qwen_fast_tokenizer(tok, model_max_length=262_144)
+
+
+def qwen_style_tokenizer(model: Any) -> Any:
+    """A `tokenizers.Tokenizer` over a BPE `model` with Qwen's pipeline: NFC, Qwen's
+    pre-tokenizer split, byte-level pre-tokenizer / decoder / post-processor."""
+    tokenizers = require("tokenizers", "local", "a Qwen-style tokenizer")
     tok = tokenizers.Tokenizer(model)
     tok.normalizer = tokenizers.normalizers.NFC()
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Sequence(
@@ -270,22 +286,20 @@ def _build(tiktoken_file: Path) -> PreTrainedTokenizerFast:
     )
     tok.decoder = tokenizers.decoders.ByteLevel()
     tok.post_processor = tokenizers.processors.ByteLevel(trim_offsets=False)
-    for added in QWEN_SPECIAL_TOKENS:
-        token = tokenizers.AddedToken(added.content, special=added.special, normalized=False)
-        if added.special:
-            tok.add_special_tokens([token])
-        else:
-            tok.add_tokens([token])
-        actual = tok.token_to_id(added.content)
-        if actual != added.id:
-            raise RuntimeError(f"{added.content} got id {actual}, expected {added.id}")
+    return tok
+
+
+def as_qwen_fast_tokenizer(tok: Any, *, model_max_length: int) -> PreTrainedTokenizerFast:
+    """`tok` as a `transformers` fast tokenizer with Qwen's end / pad / special tokens and the
+    project's Qwen3-style chat template."""
+    transformers = require("transformers", "local", "a Qwen-style tokenizer")
     built: PreTrainedTokenizerFast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         additional_special_tokens=[t.content for t in QWEN_SPECIAL_TOKENS[1:] if t.special],
         chat_template=QWEN_CHAT_TEMPLATE,
-        model_max_length=262_144,
+        model_max_length=model_max_length,
         clean_up_tokenization_spaces=False,
         split_special_tokens=False,
     )
