@@ -14,6 +14,7 @@ from agentrl.chat import ChatRenderer
 from agentrl.datums import trajectory_to_datum
 from agentrl.envs.toy import ToyEnvGroup, make_toy_group, toy_task, toy_tasks, toy_tool_protocol
 from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
+from agentrl.seeds import derive_seed
 from agentrl.testing import PolicySampler, ScriptedSampler, ScriptItem, synthetic_logprobs
 from agentrl.types import (
     Completion,
@@ -337,7 +338,13 @@ async def test_custom_reward_and_sampling_params(
     )
     assert group.trajectories[0].reward == -4.0
     params = sampler.calls[0].params
-    assert (params.temperature, params.seed, params.stop_tokens) == (0.5, 7, renderer.stop_tokens)
+    assert (params.temperature, params.stop_tokens) == (0.5, renderer.stop_tokens)
+    # the base seed keys each request: (group, "first"), then (group, branch, turn)
+    gid = group.group_id
+    assert params.seed == derive_seed(7, gid, "first")
+    assert [c.params.seed for c in sampler.calls[1:]] == [
+        derive_seed(7, gid, 0, turn) for turn in range(1, len(sampler.calls))
+    ]
 
 
 async def test_pretokenized_completion_is_kept_verbatim(

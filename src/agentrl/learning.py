@@ -13,7 +13,14 @@ A random model never writes a command, so the run starts with supervised steps o
 demonstrations of a *uniformly random valid* policy: after them the model writes valid
 commands at about the random policy's success rate (`success_before`), and only the reward can
 teach it to pick what the goal names. Held-out success is measured on games never trained on
-(other seeds), sampled at temperature 1 from the backend's seeded random stream.
+(other seeds), sampled at temperature 1.
+
+Every random draw is keyed, never taken in arrival order: the weights from `seed`, the warm
+start's batches from `seed`, the games from fixed seed ranges, and every sampling request from
+`derive_seed(seed, what, ...)` and its group, branch and turn (the rollout engine's keyed
+seeds; the random policies use `KeyedPolicySampler`). Two runs of one setup on one machine
+give identical results whatever the load or the order environments answer in (with the local
+backend's batch-invariant decoding); another CPU may round differently.
 """
 
 from __future__ import annotations
@@ -37,16 +44,18 @@ from agentrl.backends.base import (
 )
 from agentrl.chat import ChatRenderer
 from agentrl.datums import trajectory_to_datum
+from agentrl.env import EnvGroupFactory
 from agentrl.envs.toy.fetch import (
     FetchCommands,
     fetch_group_factory,
     fetch_tasks,
     random_valid_success,
 )
-from agentrl.envs.toy.plain import uniform_command_policy
+from agentrl.envs.toy.plain import uniform_command
 from agentrl.learning_tokenizer import fetch_tokenizer
 from agentrl.metrics import UpdateMetrics
 from agentrl.rollout import RolloutConfig, rollout_batch
+from agentrl.seeds import derive_seed
 from agentrl.types import TaskInfo, TrajectoryGroup
 
 __all__ = [
@@ -182,6 +191,10 @@ def _summary(update: int, groups: Sequence[TrajectoryGroup], started: float) -> 
     )
 
 
+EnvWrapper = Callable[[EnvGroupFactory], EnvGroupFactory]
+"""Wraps the fetch env factory of every rollout of a run (tests inject delays with it)."""
+
+
 async def held_out_success(
     sampler: Sampler,
     tokenizer: Any,
@@ -189,10 +202,14 @@ async def held_out_success(
     *,
     started: float | None = None,
     update: int = 0,
+    wrap_env: EnvWrapper | None = None,
 ) -> EvalPoint:
-    """Success of `sampler` on the held-out fetch games (temperature 1, the sampler's own
-    seeded stream: a fixed per-request seed would give every game the same random draws)."""
-    groups = await _rollouts(sampler, tokenizer, setup, _held_out(setup), setup.eval_samples, None)
+    """Success of `sampler` on the held-out fetch games (temperature 1, requests keyed by
+    `(setup.seed, "held-out", update)` and their group, branch and turn)."""
+    seed = derive_seed(setup.seed, "held-out", update)
+    groups = await _rollouts(
+        sampler, tokenizer, setup, _held_out(setup), setup.eval_samples, seed, wrap_env
+    )
     return _summary(update, groups, started if started is not None else time.perf_counter())
 
 
@@ -208,7 +225,8 @@ async def _rollouts(
     setup: LearningSetup,
     tasks: list[TaskInfo],
     group: int,
-    seed: int | None,
+    seed: int,
+    wrap_env: EnvWrapper | None = None,
 ) -> list[TrajectoryGroup]:
     config = RolloutConfig(
         group_size=group,
@@ -219,13 +237,18 @@ async def _rollouts(
     )
     return await rollout_batch(
         tasks,
-        env_factory=fetch_group_factory(setup.objects, setup.receptacles, setup.max_steps),
+        env_factory=_env_factory(setup, wrap_env),
         sampler=sampler,
         renderer=ChatRenderer(tokenizer),
         protocol=FetchCommands(),
         config=config,
         max_concurrent_groups=len(tasks),
     )
+
+
+def _env_factory(setup: LearningSetup, wrap_env: EnvWrapper | None) -> EnvGroupFactory:
+    factory = fetch_group_factory(setup.objects, setup.receptacles, setup.max_steps)
+    return factory if wrap_env is None else wrap_env(factory)
 
 
 MAX_REPLY_TOKENS = 12
@@ -263,19 +286,26 @@ async def run_learning(
     *,
     on_point: Callable[[EvalPoint], None] | None = None,
     on_update: Callable[[UpdateMetrics], None] | None = None,
+    wrap_env: EnvWrapper | None = None,
 ) -> LearningResult:
-    """Warm start, evaluate, then `setup.updates` Trainer updates with held-out evaluations."""
+    """Warm start, evaluate, then `setup.updates` Trainer updates with held-out evaluations.
+
+    `wrap_env` wraps the env factory of every rollout (e.g. to delay steps in a test)."""
     from agentrl.config import TrainConfig
     from agentrl.reporting.sinks import MultiSink
-    from agentrl.testing import PolicySampler
+    from agentrl.testing import KeyedPolicySampler
     from agentrl.trainer import Trainer
 
     started = time.perf_counter()
-    random_sampler = PolicySampler(tokenizer, uniform_command_policy(setup.seed + 7))
-    random_point = await held_out_success(random_sampler, tokenizer, setup, started=started)
+    random_policy = KeyedPolicySampler(tokenizer, uniform_command)
+    random_point = await held_out_success(
+        random_policy, tokenizer, setup, started=started, update=-1, wrap_env=wrap_env
+    )
     demo_tasks = fetch_tasks(setup.demos, DEMO_SEED, "train", setup.objects, setup.receptacles)
-    demo_policy = PolicySampler(tokenizer, uniform_command_policy(setup.seed))
-    demo_groups = await _rollouts(demo_policy, tokenizer, setup, demo_tasks, 1, None)
+    demo_seed = derive_seed(setup.seed, "demonstrations")
+    demo_groups = await _rollouts(
+        random_policy, tokenizer, setup, demo_tasks, 1, demo_seed, wrap_env
+    )
     demos = [
         trajectory_to_datum(t, [1.0] * len(t.turns)) for g in demo_groups for t in g.trajectories
     ]
@@ -319,14 +349,16 @@ async def run_learning(
     trainer = Trainer(
         config=config,
         backend=backend,
-        env_factory=fetch_group_factory(setup.objects, setup.receptacles, setup.max_steps),
+        env_factory=_env_factory(setup, wrap_env),
         tasks=train_tasks,
         renderer=ChatRenderer(tokenizer),
         protocol=FetchCommands(),
         sinks=MultiSink(()),  # results go to LearningResult; metrics to on_update
         progress=False,
     )
-    point = await held_out_success(await backend.sampler(), tokenizer, setup, started=started)
+    point = await held_out_success(
+        await backend.sampler(), tokenizer, setup, started=started, wrap_env=wrap_env
+    )
     curve = [point]
     if on_point is not None:
         on_point(point)
@@ -341,7 +373,7 @@ async def run_learning(
         if number % setup.eval_every == 0 or number == setup.updates:
             sampler = await backend.sampler()
             point = await held_out_success(
-                sampler, tokenizer, setup, started=started, update=number
+                sampler, tokenizer, setup, started=started, update=number, wrap_env=wrap_env
             )
             curve.append(point)
             if on_point is not None:

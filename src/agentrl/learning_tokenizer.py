@@ -18,17 +18,18 @@ def _corpus(setup: LearningSetup, games: int = 96) -> list[str]:
     import asyncio
 
     from agentrl.envs.toy.fetch import fetch_tasks
-    from agentrl.envs.toy.plain import uniform_command_policy
+    from agentrl.envs.toy.plain import uniform_command
     from agentrl.learning import DEMO_SEED, _rollouts
-    from agentrl.testing import PolicySampler
+    from agentrl.seeds import derive_seed
+    from agentrl.testing import KeyedPolicySampler
     from agentrl.tokenizer import build_qwen_tokenizer
 
     qwen: Any = build_qwen_tokenizer()
     tasks = fetch_tasks(games, DEMO_SEED + 50_000, "train", setup.objects, setup.receptacles)
-    sampler = PolicySampler(qwen, uniform_command_policy(1))
+    sampler = KeyedPolicySampler(qwen, uniform_command)
 
     async def play() -> list[Any]:
-        return await _rollouts(sampler, qwen, setup, tasks, 1, None)
+        return await _rollouts(sampler, qwen, setup, tasks, 1, derive_seed(1, "corpus"))
 
     try:
         asyncio.get_running_loop()

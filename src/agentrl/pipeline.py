@@ -212,7 +212,8 @@ class GroupSource:
         while waiting and used < self.dynamic_budget:
             batch = extra[used : used + min(len(waiting), self.dynamic_budget - used)]
             used += len(batch)
-            played = await self._play(batch, version, number, "dynamic sampling", on_group)
+            label = f"dynamic sampling {used - len(batch)}"  # unique: the batch's offset
+            played = await self._play(batch, version, number, label, on_group)
             for group in played.groups:
                 (result,) = self._estimator.estimate([group]).groups
                 if waiting and not result.degenerate:

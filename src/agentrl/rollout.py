@@ -28,6 +28,7 @@ from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer, ChatTemplateError
 from agentrl.env import EnvGroup, EnvGroupFactory
 from agentrl.rewards import RewardFn, WinMinusInvalid
+from agentrl.seeds import derive_seed
 from agentrl.tokens import TokenBuffer
 from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
 from agentrl.types import (
@@ -72,7 +73,10 @@ class RolloutConfig:
     episode goes on (the recipe); `end`: it ends the branch (`assistant_token_limit`)."""
     sampling: SamplingParams = field(default_factory=SamplingParams)
     """Temperature, top-p and seed; `max_tokens` is set per turn, empty `stop_tokens` are
-    replaced by the renderer's."""
+    replaced by the renderer's. A `seed` is the base of keyed per-request seeds: request of
+    (group id, branch, turn) samples with `derive_seed(seed, group_id, branch, turn)` (the
+    group's first request, K samples at once: `(group_id, "first")`), so draws never depend
+    on the order requests arrive in. `None` leaves seeding to the sampler."""
     sampler_retries: int = 3
     """Retries of a failed sampling request before the branch records `sampler_error`."""
     retry_backoff: float = 1.0
@@ -227,6 +231,7 @@ class _Setup:
     renderer: ChatRenderer
     protocol: ToolProtocol
     config: RolloutConfig
+    group_id: str = ""
 
 
 def _status(step: EnvStep | None) -> TurnStatus:
@@ -362,7 +367,7 @@ async def _run_branch(
         max_tokens = min(
             config.max_assistant_tokens, config.max_trajectory_tokens - len(branch.prompt)
         )
-        params = _params(setup, max_tokens)
+        params = _params(setup, max_tokens, branch.index, len(branch.turns))
         try:
             prompt = branch.prompt.prefix()
             (completion,) = await _sample(
@@ -373,10 +378,14 @@ async def _run_branch(
             return
 
 
-def _params(setup: _Setup, max_tokens: int) -> SamplingParams:
+def _params(setup: _Setup, max_tokens: int, *key: int | str) -> SamplingParams:
+    """The turn's sampling parameters; a base seed becomes the request's keyed seed."""
     sampling = setup.config.sampling
     stops = sampling.stop_tokens or setup.renderer.stop_tokens
-    return replace(sampling, max_tokens=max_tokens, stop_tokens=stops)
+    seed = sampling.seed
+    if seed is not None:
+        seed = derive_seed(seed, setup.group_id, *key)
+    return replace(sampling, max_tokens=max_tokens, stop_tokens=stops, seed=seed)
 
 
 def _trajectory(branch: _Branch, task: TaskInfo, group_id: str, reward_fn: RewardFn) -> Trajectory:
@@ -418,7 +427,7 @@ async def rollout_group(
     reward_fn = reward_fn or WinMinusInvalid()
     group_id = task.task_id if group_id is None else group_id
     size = config.group_size
-    setup = _Setup(sampler, renderer, protocol, config)
+    setup = _Setup(sampler, renderer, protocol, config, group_id)
     env = env_factory(task, size)
 
     def ended(reason: StopReason, error: str | None) -> TrajectoryGroup:
@@ -443,7 +452,7 @@ async def rollout_group(
             return ended(StopReason.TOKEN_BUDGET, None)
         max_tokens = min(config.max_assistant_tokens, room)
         try:
-            params = _params(setup, max_tokens)
+            params = _params(setup, max_tokens, "first")
             firsts = await _sample(sampler, prompt, size, params, config, _vocab_size(renderer))
         except SamplerFailure as exc:
             return ended(StopReason.SAMPLER_ERROR, str(exc))

@@ -71,6 +71,7 @@ from agentrl.resume import (
 )
 from agentrl.rewards import RewardFn
 from agentrl.rollout import rollout_batch
+from agentrl.seeds import derive_seed
 from agentrl.streaming import GroupStreamer, check_streaming
 from agentrl.tools import ToolProtocol
 from agentrl.types import JsonObject, TaskInfo, TrajectoryGroup
@@ -160,10 +161,9 @@ class Trainer:
         self._sinks = sinks
         self._own_sinks = sinks is None
         self.progress = progress
-        # No fixed per-request seed: every request would draw the same random numbers.
-        # The backend's sampler is seeded from `config.seed` instead.
-        sampling = replace(config.sampling_params(), seed=None)
-        self.rollout = rollout_config_for(config, config.group_size, sampling)
+        # `config.seed` is the base of keyed per-request seeds: each rollout call derives its
+        # own from its label (`rollout_games`), each request from its group, branch and turn.
+        self.rollout = rollout_config_for(config, config.group_size, config.sampling_params())
         self.completed = 0
         """The last completed update."""
         self.last_saved: CheckpointInfo | None = None
@@ -217,6 +217,7 @@ class Trainer:
             if on_group is not None:
                 on_group(group)
 
+        sampling = replace(self.rollout.sampling, seed=derive_seed(self.config.seed, label))
         try:
             groups = await rollout_batch(
                 tasks,
@@ -224,7 +225,7 @@ class Trainer:
                 sampler=sampler,
                 renderer=self.renderer,
                 protocol=self.protocol,
-                config=self.rollout,
+                config=replace(self.rollout, sampling=sampling),
                 reward_fn=self.reward_fn,
                 max_concurrent_groups=self.config.max_concurrent_games or len(tasks),
                 on_group=tick,

@@ -11,8 +11,10 @@ concurrent branches share the model; automatic prefix caching makes each turn of
 prefill only its new tokens (`Completion.prefill_tokens`). The engine runs in a child process
 (spawned): a script that starts one needs the `if __name__ == "__main__":` guard.
 
-Seeds: the engine is seeded once at start (`seed`); a per-request seed is not passed on
-(with chunked prefill it kills vLLM's CPU engine: "CPU Generator does not use offset").
+Seeds: the engine is seeded once at start (`seed`); a request's keyed seed
+(`SamplingParams.seed`, derived by the rollout engine from group, branch and turn) is passed on
+to vLLM on CUDA (`VllmOptions.per_request_seeds`), not on the CPU build, where with chunked
+prefill it kills the engine ("CPU Generator does not use offset").
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class VllmOptions:
     """Adapters resident at once (the current one and the one still finishing requests)."""
     seed: int = 0
     """Engine-wide sampling seed."""
+    per_request_seeds: bool | None = None
+    """Pass each request's `SamplingParams.seed` on (None: on CUDA only, see the module doc)."""
     enforce_eager: bool = True
     """No CUDA graphs / compilation: fast start, weights change every update anyway."""
     max_num_batched_tokens: int | None = None
@@ -91,10 +95,12 @@ class VllmOptions:
 class VllmSampler:
     """A `Sampler` over vLLM's async engine (`vllm.v1.engine.async_llm.AsyncLLM`)."""
 
-    def __init__(self, engine: Any, *, max_model_len: int) -> None:
+    def __init__(self, engine: Any, *, max_model_len: int, per_request_seeds: bool = False) -> None:
         """Wrap a started `AsyncLLM` (see `VllmSampler.start`)."""
         self.engine = engine
         self.max_model_len = max_model_len
+        self.per_request_seeds = per_request_seeds
+        """Whether a request's `SamplingParams.seed` reaches vLLM."""
         self.lora_request: Any = None
         """The `LoRARequest` every request uses (None: the base model)."""
         self._lora_ids = 0
@@ -123,7 +129,16 @@ class VllmSampler:
             max_num_batched_tokens=options.max_num_batched_tokens,
             disable_log_stats=True,
         )
-        return cls(AsyncLLM.from_engine_args(args), max_model_len=options.max_model_len)
+        seeds = options.per_request_seeds
+        if seeds is None:
+            import torch
+
+            seeds = bool(torch.cuda.is_available())
+        return cls(
+            AsyncLLM.from_engine_args(args),
+            max_model_len=options.max_model_len,
+            per_request_seeds=seeds,
+        )
 
     def use_lora(self, path: str | Path, name: str = "agentrl") -> Any:
         """Serve the adapter saved at `path` from the next request on, under a new id."""
@@ -153,6 +168,7 @@ class VllmSampler:
             top_p=params.top_p,
             max_tokens=min(params.max_tokens, room),
             stop_token_ids=list(params.stop_tokens),
+            seed=params.seed if self.per_request_seeds else None,
             logprobs=0,  # the sampled token's logprob only
             output_kind=RequestOutputKind.FINAL_ONLY,
             skip_special_tokens=False,

@@ -14,6 +14,7 @@ simulate a prefix cache (reporting `Completion.prefill_tokens`).
 
 from agentrl.testing.env_check import EnvCheckError, EnvCheckReport, check_env_group
 from agentrl.testing.samplers import (
+    KeyedPolicySampler,
     PolicySampler,
     SampleCall,
     ScriptedSampler,
@@ -26,6 +27,7 @@ from agentrl.testing.synthetic import synthetic_group, synthetic_trajectory
 __all__ = [
     "EnvCheckError",
     "EnvCheckReport",
+    "KeyedPolicySampler",
     "PolicySampler",
     "SampleCall",
     "ScriptItem",

@@ -1,12 +1,15 @@
-"""Samplers without a model, for tests and tutorials: `ScriptedSampler`, `PolicySampler`."""
+"""Samplers without a model, for tests and tutorials: `ScriptedSampler`, `PolicySampler`,
+`KeyedPolicySampler`."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeAlias
 
 from agentrl.backends.base import SamplingParams
+from agentrl.seeds import derive_seed
 from agentrl.types import (
     Completion,
     CompletionStop,
@@ -195,4 +198,40 @@ class PolicySampler(_TextSampler):
         for k in range(num_samples):
             shared = prefill if k == 0 or prefill is None else 0
             out.append(self._complete(self.policy(text), prompt, params, shared))
+        return out
+
+
+class KeyedPolicySampler(_TextSampler):
+    """A `Sampler` whose replies come from `policy(prompt_text, rng)`, with `rng` seeded from
+    the request's keyed seed (`SamplingParams.seed`) and the sample's index: its draws do not
+    depend on the order requests arrive in (a `PolicySampler`'s one generator does)."""
+
+    def __init__(
+        self,
+        tokenizer: TextTokenizer,
+        policy: Callable[[str, random.Random], ScriptItem],
+        *,
+        prefix_cache: bool = False,
+    ) -> None:
+        super().__init__(tokenizer, prefix_cache=prefix_cache)
+        self.policy = policy
+
+    async def sample(
+        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
+    ) -> list[Completion]:
+        """`num_samples` replies of the policy; raises `ValueError` without `params.seed`."""
+        if params.seed is None:
+            raise ValueError(
+                "KeyedPolicySampler needs SamplingParams.seed (set RolloutConfig.sampling's "
+                "seed: the rollout engine then keys every request)"
+            )
+        prompt = tuple(prompt_tokens)
+        self.calls.append(SampleCall(prompt, num_samples, params))
+        prefill = self._prefill(prompt)
+        text = self.tokenizer.decode(prompt, skip_special_tokens=False)
+        out = []
+        for k in range(num_samples):
+            rng = random.Random(derive_seed(params.seed, k))
+            shared = prefill if k == 0 or prefill is None else 0
+            out.append(self._complete(self.policy(text, rng), prompt, params, shared))
         return out

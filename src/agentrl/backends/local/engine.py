@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from agentrl.backends.local.invariant import use_rowwise_attention
 from agentrl.backends.local.model import cache_kwarg
 
 __all__ = ["ModelEngine"]
@@ -35,6 +36,8 @@ class ModelEngine:
         self.lock = threading.RLock()
         self.version = 0
         self._cache_kwarg = cache_kwarg(self.base)
+        self.batch_invariant = device.type == "cpu" and use_rowwise_attention(model)
+        """Decoding steps give each row the logits it would get alone (see `invariant`)."""
         config = self.base.config
         self.vocab_size: int = int(config.vocab_size)
         self.max_positions: int = int(getattr(config, "max_position_embeddings", 1 << 30))

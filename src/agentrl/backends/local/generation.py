@@ -19,6 +19,7 @@ import torch
 
 from agentrl.backends.base import SamplingParams
 from agentrl.backends.local.engine import ModelEngine
+from agentrl.backends.local.invariant import DECODE_ROW_MULTIPLE
 from agentrl.backends.local.kvcache import PrefixKVCache
 from agentrl.backends.local.model import KV, cache_select_rows, kv_from_cache, kv_to_cache
 from agentrl.types import Completion, CompletionStop
@@ -65,6 +66,8 @@ class _Row:
     tokens: list[int]
     logprobs: list[float]
     forced: tuple[int, ...] | None = None
+    idle: bool = False
+    """A row kept only to round the batch's row count (`DECODE_ROW_MULTIPLE`): samples nothing."""
 
 
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -115,6 +118,38 @@ def _left_pad(kvs: Sequence[tuple[KV, int]], width: int) -> KV:
     return layers
 
 
+def _padded(rows: int) -> int:
+    """`rows` rounded up to a multiple of `DECODE_ROW_MULTIPLE`."""
+    return -(-rows // DECODE_ROW_MULTIPLE) * DECODE_ROW_MULTIPLE
+
+
+def _add_idle_rows(
+    rows: list[_Row], first_logits: list[torch.Tensor], prefilled: list[tuple[KV, int]]
+) -> None:
+    """Pad the batch with idle copies of its first row to a multiple of the row multiple."""
+    missing = _padded(len(rows)) - len(rows)
+    if missing <= 0:
+        return
+    first = rows[0]
+    for _ in range(missing):
+        rows.append(_Row(first.request, first.pad, first.stop, 0, [], [], None, idle=True))
+        first_logits.append(first_logits[0])
+    prefilled.append((prefilled[0][0], missing))
+
+
+def _pad_keep(keep: list[int], active: list[int], rows: list[_Row]) -> list[int]:
+    """Batch positions to keep: the live rows, plus finished rows turned idle up to a multiple
+    of `DECODE_ROW_MULTIPLE` (in batch order), so the batch's row count always is one."""
+    want = _padded(len(keep))
+    if len(keep) >= want:
+        return keep
+    live = set(keep)
+    extra = [pos for pos in range(len(active)) if pos not in live][: want - len(keep)]
+    for pos in extra:
+        rows[active[pos]].idle = True
+    return sorted([*keep, *extra])
+
+
 def generate(
     engine: ModelEngine, cache: PrefixKVCache, requests: Sequence[GenRequest]
 ) -> list[GenResult]:
@@ -148,6 +183,7 @@ def generate(
             limit = len(forced) if forced is not None else request.max_new
             rows.append(_Row(index, width - lengths[index], stop, limit, [], [], forced))
             first_logits.append(logits)
+    _add_idle_rows(rows, first_logits, prefilled)
     longest = max(r.max_new for r in requests)
     model_cache = kv_to_cache(_left_pad(prefilled, width), reserve=longest)
     del prefilled
@@ -156,9 +192,9 @@ def generate(
     active = list(range(len(rows)))  # row ids, in batch order
     length = width  # cached positions per batch row, padding included
     while True:
-        next_tokens = torch.empty(len(active), dtype=torch.long, device=device)
+        next_tokens = logits.argmax(dim=-1)  # what idle rows are fed
         for index, request in enumerate(requests):
-            sel = [i for i, r in enumerate(active) if rows[r].request == index]
+            sel = [i for i, r in enumerate(active) if rows[r].request == index and not rows[r].idle]
             if not sel:
                 continue
             idx = torch.tensor(sel, device=device)
@@ -174,6 +210,8 @@ def generate(
         keep: list[int] = []
         for pos, row_id in enumerate(active):
             row = rows[row_id]
+            if row.idle:
+                continue
             row.tokens.append(tokens_list[pos])
             row.logprobs.append(logprob_list[pos])
             stopped = row.forced is None and tokens_list[pos] in row.stop
@@ -188,6 +226,7 @@ def generate(
                 keep.append(pos)
         if not keep:
             break
+        keep = _pad_keep(keep, active, rows)
         if len(keep) < len(active):
             sel_t = torch.tensor(keep, device=device)
             cache_select_rows(model_cache, sel_t)
@@ -200,7 +239,7 @@ def generate(
         length += 1
     results: list[GenResult] = []
     for index, _request in enumerate(requests):
-        own = [row for row in rows if row.request == index]
+        own = [row for row in rows if row.request == index and row.tokens]
         completions = [
             Completion(
                 tokens=tuple(row.tokens),

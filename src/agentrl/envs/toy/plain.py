@@ -16,7 +16,7 @@ from agentrl.envs.toy.tools import toy_tool_protocol
 from agentrl.tools import ToolResult
 from agentrl.types import EnvStep, JsonObject, Message, ParsedAction, ParseErrorKind, TaskInfo
 
-__all__ = ["ACTIONS_HEADING", "PlainCommands", "uniform_command_policy"]
+__all__ = ["ACTIONS_HEADING", "PlainCommands", "uniform_command", "uniform_command_policy"]
 
 ACTIONS_HEADING = "Available actions (copy one exactly):"
 
@@ -53,16 +53,23 @@ class PlainCommands:
         return self._toy.tool_message(result)
 
 
+def uniform_command(prompt_text: str, rng: random.Random) -> str:
+    """A uniformly random command from the prompt's last action list (a keyed policy, for
+    `agentrl.testing.KeyedPolicySampler`)."""
+    _, heading, block = prompt_text.rpartition(ACTIONS_HEADING)
+    actions = re.findall(r"^([a-z][^\n<]*)", block, flags=re.MULTILINE) if heading else []
+    if not actions:
+        raise ValueError("no action list found in the prompt")
+    choice: str = rng.choice(actions)
+    return choice
+
+
 def uniform_command_policy(seed: int) -> Callable[[str], str]:
-    """A demonstration policy: a uniformly random command from the prompt's last action list."""
+    """A demonstration policy: a uniformly random command from the prompt's last action list,
+    drawn from one generator seeded by `seed` in call order."""
     rng = random.Random(seed)
 
     def policy(prompt_text: str) -> str:
-        _, heading, block = prompt_text.rpartition(ACTIONS_HEADING)
-        actions = re.findall(r"^([a-z][^\n<]*)", block, flags=re.MULTILINE) if heading else []
-        if not actions:
-            raise ValueError("no action list found in the prompt")
-        choice: str = rng.choice(actions)
-        return choice
+        return uniform_command(prompt_text, rng)
 
     return policy

@@ -1,0 +1,100 @@
+"""Batch-invariant decoding on the CPU: a row's logits do not depend on the rows beside it.
+
+The sampler batches whatever requests have arrived, so which rows share a decoding step
+depends on timing. Two float effects would then leak timing into the run:
+
+- attention over a left-padded batch: the padding shifts a row's keys, which changes the
+  order of the float reductions (differences of ~1e-7, enough to flip a sampled token now and
+  then and to change every recorded logprob);
+- matrix products: on the CPU the rows of a product are computed in blocks of 4, and with 1-3
+  rows, or a ragged last block split across threads, another kernel with other rounding.
+
+`ROWWISE` is an attention implementation (registered with transformers' attention and mask
+interfaces) that computes each row of a one-token decoding step on its own keys, the padding
+sliced off; every other call (prefill, training forwards) is plain SDPA. `generate` pads each
+decoding batch with idle rows to a multiple of `DECODE_ROW_MULTIPLE` rows. Together, a
+request's completions are a function of its prompt, its seed and the weights alone, whatever
+else is in the batch.
+Across machines bit-identity is not promised: another CPU's kernels round differently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["DECODE_ROW_MULTIPLE", "ROWWISE", "use_rowwise_attention"]
+
+ROWWISE = "agentrl_rowwise"
+"""Name of the batch-invariant attention implementation."""
+DECODE_ROW_MULTIPLE = 4
+"""Decoding batches are padded to a multiple of this many rows (measured: with 1-8 threads, a
+row's product is bit-identical in any batch of 4k rows, not in a ragged one)."""
+
+
+def _first_valid(mask: torch.Tensor | None, row: int, width: int) -> int:
+    """Index of the first key position row `row` may attend to (left padding before it)."""
+    if mask is None:
+        return 0
+    keys = mask[row, 0, -1, :width]
+    allowed = keys if keys.dtype == torch.bool else keys == 0
+    hits = torch.nonzero(allowed)
+    return int(hits[0, 0]) if len(hits) else 0
+
+
+def rowwise_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """SDPA; for a one-token query, row by row over the unpadded keys of each row."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if query.shape[2] != 1:
+        result: tuple[torch.Tensor, None] = sdpa_attention_forward(
+            module, query, key, value, attention_mask, **kwargs
+        )
+        return result
+    width = key.shape[2]
+    rows = []
+    for row in range(query.shape[0]):
+        start = _first_valid(attention_mask, row, width)
+        out, _ = sdpa_attention_forward(
+            module,
+            query[row : row + 1],
+            key[row : row + 1, :, start:],
+            value[row : row + 1, :, start:],
+            None,
+            **kwargs,
+        )
+        rows.append(out)
+    return torch.cat(rows), None
+
+
+def _register() -> None:
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers.modeling_utils import AttentionInterface
+
+    if ROWWISE not in AttentionInterface._global_mapping:
+        AttentionInterface.register(ROWWISE, rowwise_attention)
+        AttentionMaskInterface.register(ROWWISE, sdpa_mask)
+
+
+def use_rowwise_attention(model: Any) -> bool:
+    """Switch `model` (a transformers model, possibly peft-wrapped) to `ROWWISE` attention.
+
+    Returns False, leaving the model as it is, when the model does not support choosing its
+    attention implementation or uses one other than SDPA (e.g. flash attention on a GPU)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    current = getattr(base.config, "_attn_implementation", None)
+    if current == ROWWISE:
+        return True
+    if current != "sdpa" or not hasattr(base, "set_attn_implementation"):
+        return False
+    _register()
+    base.set_attn_implementation(ROWWISE)
+    return bool(base.config._attn_implementation == ROWWISE)

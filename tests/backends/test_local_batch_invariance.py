@@ -1,0 +1,111 @@
+"""Batch-invariant local decoding: a request's completions do not depend on its batch-mates.
+
+A request served alone, in a batch with others of other lengths (left padding), or with only
+1-3 rows, gets bit-identical tokens and logprobs for the same seed; keyed seeds make the
+rollout's draws independent of arrival order (`agentrl.seeds`, `KeyedPolicySampler`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from agentrl.backends.base import SamplingParams  # noqa: E402
+from agentrl.backends.local import LocalBackend  # noqa: E402
+from agentrl.backends.local.generation import GenRequest, GenResult, generate  # noqa: E402
+from agentrl.backends.local.invariant import DECODE_ROW_MULTIPLE, ROWWISE  # noqa: E402
+from agentrl.backends.local.kvcache import PrefixKVCache  # noqa: E402
+from agentrl.seeds import derive_seed  # noqa: E402
+from agentrl.testing import KeyedPolicySampler  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def backend(qwen_tokenizer: Any) -> LocalBackend:
+    return LocalBackend.tiny(qwen_tokenizer, seed=0, device="cpu")
+
+
+def _requests(vocab: int, count: int, samples: int = 1) -> list[GenRequest]:
+    rng = random.Random(0)
+    params = SamplingParams(temperature=1.0, max_tokens=10, stop_tokens=(vocab + 1,))
+    return [
+        GenRequest(
+            tuple(rng.randrange(vocab) for _ in range(rng.randrange(5, 60))),
+            samples,
+            params,
+            seed=100 + i,
+        )
+        for i in range(count)
+    ]
+
+
+def _serve(backend: LocalBackend, requests: list[GenRequest]) -> list[GenResult]:
+    engine = backend.engine
+    with engine.lock, torch.no_grad():
+        return generate(engine, PrefixKVCache(0), requests)
+
+
+def _outputs(results: list[GenResult]) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+    return [(c.tokens, c.logprobs) for r in results for c in r.completions]
+
+
+def test_the_cpu_engine_uses_rowwise_attention(backend: LocalBackend) -> None:
+    assert backend.engine.batch_invariant
+    assert backend.engine.base.config._attn_implementation == ROWWISE
+
+
+def test_a_request_gets_the_same_completion_alone_or_batched(backend: LocalBackend) -> None:
+    requests = _requests(backend.engine.vocab_size - 2, 9)
+    alone = [out for r in requests for out in _outputs(_serve(backend, [r]))]
+    together = _outputs(_serve(backend, requests))
+    shuffled = list(range(len(requests)))
+    random.Random(1).shuffle(shuffled)
+    reordered = _outputs(_serve(backend, [requests[i] for i in shuffled]))
+    assert together == alone  # bit-identical logprobs, not just close
+    assert [reordered[shuffled.index(i)] for i in range(len(requests))] == alone
+    assert len({tokens for tokens, _ in alone}) > 1
+
+
+def test_small_batches_are_padded_to_the_kernel_threshold(backend: LocalBackend) -> None:
+    """1-3 rows, or a ragged last block of 4, take other kernels: idle rows round the batch."""
+    (single,) = _requests(backend.engine.vocab_size - 2, 1, samples=2)
+    others = _requests(backend.engine.vocab_size - 2, 6)
+    alone = _outputs(_serve(backend, [single]))
+    batched = _outputs(_serve(backend, [single, *others]))[:2]
+    assert alone == batched
+    assert DECODE_ROW_MULTIPLE == 4
+    assert all(len(tokens) == 10 for tokens, _ in alone)  # idle rows never leak tokens
+
+
+def test_keyed_seeds_are_stable_and_distinct() -> None:
+    key = (42, "update 3", "0:task", 1, 2)
+    assert derive_seed(*key) == derive_seed(*key)
+    keys = [(42, "update 3", "0:task", b, t) for b in range(8) for t in range(8)]
+    seeds = {derive_seed(*k) for k in keys}
+    assert len(seeds) == len(keys)
+    assert derive_seed(1, 2) != derive_seed(1, "2")  # an int and a string key differ
+    assert 0 <= derive_seed(0) < 2**63
+
+
+def test_keyed_policy_sampler_ignores_arrival_order(qwen_tokenizer: Any) -> None:
+    sampler = KeyedPolicySampler(qwen_tokenizer, lambda text, rng: rng.choice("abcdefgh"))
+    prompt = qwen_tokenizer.encode("pick one")
+
+    async def ask(seeds: list[int]) -> dict[int, tuple[int, ...]]:
+        out = {}
+        for seed in seeds:
+            (completion,) = await sampler.sample(prompt, 1, SamplingParams(seed=seed))
+            out[seed] = completion.tokens
+        return out
+
+    forward = asyncio.run(ask(list(range(20))))
+    backward = asyncio.run(ask(list(range(19, -1, -1))))
+    assert forward == backward
+    assert len(set(forward.values())) > 1
+    with pytest.raises(ValueError, match=r"SamplingParams\.seed"):
+        asyncio.run(sampler.sample(prompt, 1, SamplingParams()))
