@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.paths import SHARED, SRC
+
 ALFWORLD_GAMES = {"train": 6, "valid_seen": 2, "valid_unseen": 2, "seed": 0}
 
 
 def _generator_digest() -> str:
-    src = Path(__file__).resolve().parents[1] / "src" / "agentrl" / "envs" / "alfworld"
+    src = SRC / "agentrl" / "envs" / "alfworld"
     digest = hashlib.sha1(repr(sorted(ALFWORLD_GAMES.items())).encode())
     for name in ("problem.py", "scenes.py", "generate.py", "expert.py"):
         digest.update((src / name).read_bytes())
@@ -53,7 +55,7 @@ def official_alfworld_root() -> Path:
 
     `AGENTRL_OFFICIAL_ALFWORLD` overrides the location (e.g. in a git worktree).
     """
-    default = Path(__file__).resolve().parents[1].parent / "shared" / "alfworld"
+    default = SHARED / "alfworld"
     root = Path(os.environ.get("AGENTRL_OFFICIAL_ALFWORLD", default))
     if not (root / "json_2.1.1").is_dir():
         pytest.skip(f"official ALFWorld games not found at {root}")

@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from toy_learning import MULTI_TURN, SINGLE_STEP, run_toy_learning
+from tests.backends.toy_learning import MULTI_TURN, SINGLE_STEP, run_toy_learning
 
 
 async def test_grpo_raises_reward_single_step_toy(qwen_tokenizer) -> None:

@@ -10,12 +10,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from tests.backends.test_local_training import ADAM, grads, sampled_datums, tiny  # noqa: E402
-
 from agentrl.backends.base import LossConfig, LossName, LossNormalisation  # noqa: E402
 from agentrl.backends.local import LocalBackend  # noqa: E402
 from agentrl.backends.local.behaviour import TrainerBehaviour  # noqa: E402
 from agentrl.backends.streaming import open_stream  # noqa: E402
+from tests.backends.test_local_training import ADAM, grads, sampled_datums, tiny  # noqa: E402
 
 
 async def _warm(backend: LocalBackend, tokenizer: Any) -> None:

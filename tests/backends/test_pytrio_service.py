@@ -15,12 +15,12 @@ pytest.importorskip("pytrio")
 from pytrio.client.training import TrainingClient
 from pytrio.protocol.actor.events.event import EventType
 from pytrio.runtime.event_loop import SDKEventLoopRunner
-from tests.backends.pytrio_fakes import MODEL, FakeControl, FakeRuntime, service_over
 
 from agentrl.backends.base import AdamParams, LossConfig, LossName
 from agentrl.backends.pytrio import PyTrioBackend
 from agentrl.backends.pytrio_convert import IGNORE_INDEX, MaskMode
 from agentrl.backends.pytrio_sdk import RECOVERY_TTL_SECONDS, PyTrioSdk
+from tests.backends.pytrio_fakes import MODEL, FakeControl, FakeRuntime, service_over
 
 VOCAB = 1000
 

@@ -13,14 +13,14 @@ pytest.importorskip("pytrio")
 
 from pytrio.protocol.actor.events.event import EventType
 from pytrio.runtime.event_loop import SDKEventLoopRunner
-from tests.backends.pytrio_fakes import MODEL
-from tests.backends.test_pytrio_service import VOCAB, _backend, _runtime
 
 from agentrl.advantages import GroupMean
 from agentrl.backends.base import LossConfig, LossName
 from agentrl.backends.pytrio import PyTrioBackend
 from agentrl.backends.streaming import StreamingUnsupportedError, SummedStream, open_stream
 from agentrl.streaming import check_streaming
+from tests.backends.pytrio_fakes import MODEL
+from tests.backends.test_pytrio_service import VOCAB, _backend, _runtime
 
 
 @pytest.fixture(scope="module")

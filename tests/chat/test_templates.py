@@ -20,11 +20,12 @@ from agentrl.chat.history import ExtensionMode, drop_think_blocks
 from agentrl.datums import trajectory_to_datums
 from agentrl.envs.toy import toy_tool_protocol
 from agentrl.types import Message, ParsedAction, TaskInfo, ToolCall, Trajectory, Turn, TurnStatus
+from tests.helpers.paths import SHARED
 
 FOLDER = Path(
     os.environ.get(
         "AGENTRL_CHAT_TEMPLATES",
-        Path(__file__).resolve().parents[2].parent / "shared" / "chat_templates",
+        SHARED / "chat_templates",
     )
 )
 TEMPLATES = sorted(FOLDER.glob("*.jinja")) if FOLDER.is_dir() else []

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from agentrl.cli import main
+from tests.helpers.paths import SHARED
 
-FOLDER = Path(__file__).resolve().parents[2].parent / "shared" / "chat_templates"
+FOLDER = SHARED / "chat_templates"
 RUNS = [
     ("qwen3-0.6b.jinja", [], "qwen_json", "safe_rewrite"),
     ("llama-3.1-8b-instruct.jinja", ["--tool-dialect", "llama3_json"], "llama3_json", "extends"),

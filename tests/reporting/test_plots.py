@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.image import imread
-from reporting_helpers import TASK_TYPES, standard_set, write_eval_file
 
 from agentrl.reporting.plots import PlotError, plot_eval_files, run_points
 from agentrl.reporting.records import read_eval_file
+from tests.helpers.reporting_helpers import TASK_TYPES, standard_set, write_eval_file
 
 
 @pytest.fixture

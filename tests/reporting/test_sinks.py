@@ -6,7 +6,6 @@ import io
 from pathlib import Path
 
 import pytest
-from reporting_helpers import standard_set
 
 from agentrl.config import SwanLabMode
 from agentrl.metrics import eval_summaries, update_metrics
@@ -20,6 +19,7 @@ from agentrl.reporting.sinks import (
     make_sinks,
 )
 from agentrl.testing import synthetic_group
+from tests.helpers.reporting_helpers import standard_set
 
 
 def _update(n: int) -> object:

@@ -11,11 +11,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from reporting_helpers import make_trajectory, standard_set, write_eval_file
 
 from agentrl.reporting.records import episode_id, read_eval_file
 from agentrl.reporting.viewer import render_html, viewer_data, write_viewer
 from agentrl.types import StopReason, TurnStatus
+from tests.helpers.reporting_helpers import make_trajectory, standard_set, write_eval_file
 
 HOSTILE = "</script><img src=x onerror=\"document.title='pwned'\"> & \u2028 done"
 

@@ -169,7 +169,7 @@ def test_online_check_fails_fast() -> None:
 
 async def test_a_training_run_logs_to_wandb_offline(tmp_path: Path, qwen_tokenizer: object) -> None:
     pytest.importorskip("torch")
-    from trainer_helpers import toy_config, toy_trainer
+    from tests.helpers.trainer_helpers import toy_config, toy_trainer
 
     config = toy_config(
         tmp_path / "run", max_steps=1, games_per_batch=1, wandb_mode="offline", save_every=1

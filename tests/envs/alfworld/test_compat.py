@@ -15,6 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.helpers.paths import SRC
+
 pytest.importorskip("textworld")
 
 from agentrl.envs.alfworld.compat import (
@@ -23,8 +25,6 @@ from agentrl.envs.alfworld.compat import (
     textworld_compat_applied,
 )
 from agentrl.envs.alfworld.workers import CallWorker
-
-SRC = Path(__file__).resolve().parents[3] / "src"
 
 
 def test_eval_symbol_sees_context_variables() -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from fast_games import write_tiny_game
+
+from tests.envs.alfworld.fast.fast_games import write_tiny_game
 
 
 @pytest.fixture(scope="session")

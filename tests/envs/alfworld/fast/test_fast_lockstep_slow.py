@@ -15,9 +15,8 @@ import pytest
 pytest.importorskip("textworld")
 pytest.importorskip("alfworld")
 
-from fast_games import official_games
-
 from agentrl.envs.alfworld.fast import FastAlfworldEngine, lockstep
+from tests.envs.alfworld.fast.fast_games import official_games
 
 MIX = lockstep.ActionMix(invalid=0.15, planner=0.3)
 

@@ -17,7 +17,7 @@ pytest.importorskip("peft")
 from agentrl.backends.base import LossConfig, LossName, SamplingParams
 from agentrl.datums import Datum
 from agentrl.types import Completion
-from trainer_helpers import PolicyDrivenBackend, tiny_backend, toy_config
+from tests.helpers.trainer_helpers import PolicyDrivenBackend, tiny_backend, toy_config
 
 STEP = 0.01
 
@@ -66,7 +66,7 @@ class VersionCheckingBackend(PolicyDrivenBackend):
 def _trainer(config: Any, tokenizer: Any, backend: Any) -> Any:
     from agentrl import recipe
     from agentrl.trainer import Trainer
-    from trainer_helpers import PROTOCOL
+    from tests.helpers.trainer_helpers import PROTOCOL
 
     return Trainer(
         config=config,

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.paths import BENCHMARKS
+
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
@@ -24,7 +26,7 @@ def _smoke(tmp_path: Path, script: str, *choices: str) -> tuple[str, Path]:
     import subprocess
     import sys
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / script
+    path = BENCHMARKS / script
     out = tmp_path / "bench"
     command = [sys.executable, str(path), "--out", str(out), "--size", "smoke", "--seeds", "1"]
     done = subprocess.run(

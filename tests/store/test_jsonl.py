@@ -112,10 +112,9 @@ def test_drop_records_truncates_in_place_so_an_open_writer_goes_on(tmp_path: Pat
 
 
 def test_append_records_never_appends_onto_a_cut_line(tmp_path: Path) -> None:
-    from reporting_helpers import make_trajectory
-
     from agentrl.records import TrajectoryRecord, append_records, read_records
     from agentrl.reporting.records import episode_record
+    from tests.helpers.reporting_helpers import make_trajectory
 
     path = tmp_path / "rollouts.jsonl"
     record = TrajectoryRecord.from_trajectory(make_trajectory("t-1"))

@@ -18,7 +18,7 @@ from agentrl.records import read_records
 from agentrl.reporting.sinks import Reportable
 from agentrl.trainer import task_batch
 from agentrl.types import TaskInfo
-from trainer_helpers import tiny_backend, toy_config, toy_trainer
+from tests.helpers.trainer_helpers import tiny_backend, toy_config, toy_trainer
 
 
 @pytest.fixture(scope="module")

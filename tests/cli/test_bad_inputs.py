@@ -22,7 +22,7 @@ from agentrl.envs.toy import make_toy_group, toy_tasks, toy_tool_protocol
 from agentrl.evaluation import evaluate_tasks
 from agentrl.rollout import RolloutConfig, rollout_group
 from agentrl.types import Completion, CompletionStop, StopReason, TaskInfo, TrajectoryGroup
-from fault_helpers import EVAL, SMALL, TRAIN, agentrl, metric_steps, one_error_line
+from tests.helpers.fault_helpers import EVAL, SMALL, TRAIN, agentrl, metric_steps, one_error_line
 
 pytest.importorskip("torch")
 
@@ -107,7 +107,7 @@ def test_cut_last_lines_of_metrics_and_rollouts_are_dropped_on_resume(
     (run_dir / "rollouts.jsonl").open("a").write('{"schema_version": 1, "group_id": "0:to')
     assert main([*TRAIN, "--run-dir", str(run_dir), "--max-steps", "3", "--resume"]) == 0
     assert metric_steps(run_dir) == [1, 2, 3]
-    from fault_helpers import rollout_games
+    from tests.helpers.fault_helpers import rollout_games
 
     assert [u for u, _ in rollout_games(run_dir)] == [1, 1, 2, 2, 3, 3]
 

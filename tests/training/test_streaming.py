@@ -18,7 +18,7 @@ from agentrl.config import TrainConfig
 from agentrl.datums import Datum, build_datums
 from agentrl.streaming import GroupStreamer
 from agentrl.testing import synthetic_group
-from test_pipeline import FakeRollouts, source
+from tests.training.test_pipeline import FakeRollouts, source
 
 
 class RecordingStream:

@@ -23,9 +23,8 @@ from agentrl.rewards import WinMinusInvalid
 from agentrl.rollout import RolloutConfig
 from agentrl.testing import PolicySampler
 from agentrl.types import TaskInfo, TrajectoryGroup
-from trainer_helpers import PROTOCOL, toy_policy
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
+from tests.helpers.trainer_helpers import PROTOCOL, toy_policy
 
 
 def _tasks() -> list[TaskInfo]:

@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 
 from agentrl.records import read_records
-
-SRC = Path(__file__).resolve().parents[1] / "src"
+from tests.helpers.paths import SRC
 
 SMALL = ["--env", "toy", "--backend", "local", "--base-model", "tiny", "--device", "cpu"]
 SMALL += ["--max-assistant-tokens", "8", "--max-trajectory-tokens", "1500"]

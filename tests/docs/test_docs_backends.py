@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.paths import DOCS
+
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "readme" / "6-backends.md"
+DOC = DOCS / "readme" / "6-backends.md"
 
 
 def test_readme_example_runs_as_documented(qwen_tokenizer: Any, tmp_path: Path) -> None:

@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.paths import BENCHMARKS
+
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "alfworld_from_scratch.py"
+SCRIPT = BENCHMARKS / "alfworld_from_scratch.py"
 
 
 def test_alfworld_from_scratch_smoke(alfworld_games: Any, tmp_path: Path) -> None:

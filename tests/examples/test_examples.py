@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("[0-9][0-9]_*.py"))
+from tests.helpers import paths
+
+EXAMPLES = sorted(paths.EXAMPLES.glob("[0-9][0-9]_*.py"))
 
 
 def _params() -> list[object]:

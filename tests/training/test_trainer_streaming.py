@@ -21,7 +21,7 @@ from agentrl.env import EnvAction  # noqa: E402
 from agentrl.testing.signal import HashReward  # noqa: E402
 from agentrl.trainer import Trainer, task_batch  # noqa: E402
 from agentrl.types import EnvStep, TaskInfo, TrajectoryGroup  # noqa: E402
-from trainer_helpers import (  # noqa: E402
+from tests.helpers.trainer_helpers import (  # noqa: E402
     PROTOCOL,
     PolicyDrivenBackend,
     prompt_seeded_policy,

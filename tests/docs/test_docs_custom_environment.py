@@ -6,11 +6,12 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "custom-environment.md"
+from tests.helpers.paths import DOCS
+
+DOC = DOCS / "custom-environment.md"
 
 
 def blocks() -> list[str]:

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.paths import EXAMPLES
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "examples" / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((EXAMPLES / "notebooks").glob("*.ipynb"))
 
 
 def test_there_is_a_quickstart() -> None:

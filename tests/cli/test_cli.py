@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentrl.cli import build_parser, main
+from tests.helpers.paths import SRC
 
 
 def test_parser_requires_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,7 +130,7 @@ def test_missing_data_is_explained(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def _bare_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if "PYTRIO" not in k and "SWANLAB" not in k}
-    env.update(HOME=str(tmp_path), PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(SRC))
     return env
 
 

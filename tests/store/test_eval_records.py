@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from reporting_helpers import make_trajectory, standard_set, write_eval_file
 
 from agentrl.metrics import OVERALL, episode_stats, eval_summaries
 from agentrl.records import TrajectoryRecord
 from agentrl.reporting.jsonl import JsonlError
 from agentrl.reporting.records import episode_id, episode_record, read_eval_file
 from agentrl.types import StopReason, TurnStatus
+from tests.helpers.reporting_helpers import make_trajectory, standard_set, write_eval_file
 
 
 def test_episode_record_round_trip_keeps_what_metrics_need() -> None:

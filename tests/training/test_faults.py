@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from agentrl.trainer import task_batch
-from fault_helpers import (
+from tests.helpers.fault_helpers import (
     EVAL,
     TRAIN,
     agentrl,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from pathlib import Path
 from typing import Any
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "readme" / "5-rollout.md"
+from tests.helpers.paths import DOCS
+
+DOC = DOCS / "readme" / "5-rollout.md"
 
 
 def test_readme_example_runs_as_documented(qwen_tokenizer: Any) -> None:
