@@ -5,6 +5,7 @@ live in `agentrl.envs.*` and `agentrl.backends.*` and import their optional depe
 lazily.
 """
 
+from agentrl import _legacy
 from agentrl.advantages import (
     AdvantageEstimator,
     Advantages,
@@ -64,6 +65,8 @@ from agentrl.types import (
     Turn,
     TurnStatus,
 )
+
+_legacy.install()  # old module paths (`agentrl.trainer` ...) keep working
 
 __version__ = "0.1.0"
 

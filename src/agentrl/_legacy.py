@@ -1,0 +1,62 @@
+"""Old import paths of modules that moved into their rooms (`import agentrl.trainer` ...).
+
+`MOVED` maps each old module name to its new one. `install()` (called by `agentrl/__init__`)
+puts a finder on `sys.meta_path`: importing an old name imports the new module and registers
+the SAME module object under the old name, so `from agentrl.trainer import Trainer`,
+`from agentrl import trainer` and `monkeypatch.setattr("agentrl.trainer.X", ...)` all reach
+`agentrl.training.trainer` itself. Where an old module is now a package of the same name
+(`agentrl.rollout`, `agentrl.config`, `agentrl.evaluation`, `agentrl.cli`,
+`agentrl.backends.pytrio`), the package's `__init__` re-exports the old names instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType, ModuleType
+
+__all__ = ["MOVED", "LegacyFinder", "install"]
+
+MOVED: Mapping[str, str] = MappingProxyType({})
+"""Old module name -> new module name."""
+
+
+class LegacyFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds the old module names of `moved` and loads each as its new module."""
+
+    def __init__(self, moved: Mapping[str, str]) -> None:
+        self.moved = moved
+        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        """A spec for an old name (loaded by this finder), else None."""
+        if fullname not in self.moved:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        """The new module itself (imported now if it was not yet)."""
+        module = importlib.import_module(self.moved[spec.name])
+        self._specs[spec.name] = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing to run: the new module is loaded. The import system has just set its
+        `__spec__` to the old name's; put the real one back."""
+        old = module.__spec__.name if module.__spec__ is not None else ""
+        if old in self._specs:
+            module.__spec__ = self._specs.pop(old)
+
+
+def install() -> None:
+    """Put the finder on `sys.meta_path` (once)."""
+    if not any(isinstance(f, LegacyFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, LegacyFinder(MOVED))
