@@ -54,6 +54,7 @@ from agentrl.backends.base import (
 )
 from agentrl.backends.streaming import SummedStream
 from agentrl.config import TrainConfig
+from agentrl.core.types import Completion
 from agentrl.datums import Datum
 from agentrl.envs.toy import toy_tool_protocol
 from agentrl.reporting.sinks import Reportable
@@ -61,7 +62,6 @@ from agentrl.testing import PolicySampler
 from agentrl.testing.signal import HashReward, noisy_toy_policy
 from agentrl.tokenizer import build_qwen_tokenizer
 from agentrl.trainer import Trainer
-from agentrl.types import Completion
 
 PROTOCOL = toy_tool_protocol()
 HEADING = "Available actions (copy one exactly):"

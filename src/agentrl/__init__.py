@@ -28,8 +28,25 @@ from agentrl.backends.base import (
 )
 from agentrl.chat import ChatRenderer, ChatTemplateError, HistoryRewriteError
 from agentrl.config import EvalConfig, TrainConfig
+from agentrl.core.env import EnvAction, EnvGroup, EnvGroupFactory, command_of
+from agentrl.core.types import (
+    Completion,
+    CompletionStop,
+    EnvStep,
+    Message,
+    ParsedAction,
+    ParseError,
+    ParseErrorKind,
+    StopReason,
+    TaskInfo,
+    TokenCounts,
+    ToolCall,
+    Trajectory,
+    TrajectoryGroup,
+    Turn,
+    TurnStatus,
+)
 from agentrl.datums import Datum, build_datums, trajectory_to_datum
-from agentrl.env import EnvAction, EnvGroup, EnvGroupFactory, command_of
 from agentrl.evaluation import EvalOutcome, evaluate, evaluate_tasks, model_player
 from agentrl.rewards import RewardFn, WinMinusInvalid
 from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
@@ -48,23 +65,6 @@ from agentrl.tools import (
     tool,
 )
 from agentrl.trainer import Trainer, TrainResult
-from agentrl.types import (
-    Completion,
-    CompletionStop,
-    EnvStep,
-    Message,
-    ParsedAction,
-    ParseError,
-    ParseErrorKind,
-    StopReason,
-    TaskInfo,
-    TokenCounts,
-    ToolCall,
-    Trajectory,
-    TrajectoryGroup,
-    Turn,
-    TurnStatus,
-)
 
 _legacy.install()  # old module paths (`agentrl.trainer` ...) keep working
 

@@ -20,7 +20,14 @@ from types import MappingProxyType, ModuleType
 
 __all__ = ["MOVED", "LegacyFinder", "install"]
 
-MOVED: Mapping[str, str] = MappingProxyType({})
+MOVED: Mapping[str, str] = MappingProxyType(
+    {
+        "agentrl.backends.errors": "agentrl.core.errors",
+        "agentrl.env": "agentrl.core.env",
+        "agentrl.tokens": "agentrl.core.tokens",
+        "agentrl.types": "agentrl.core.types",
+    }
+)
 """Old module name -> new module name."""
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrl.backends.base import CheckpointRef
-from agentrl.backends.errors import CheckpointError
 from agentrl.config import TrainConfig
+from agentrl.core.errors import CheckpointError
 
 __all__ = [
     "CHECKPOINTS_DIR",

@@ -25,9 +25,9 @@ from agentrl.backends.base import (
     MaskMode,
     SamplingParams,
 )
+from agentrl.core.types import CutReply, StepCounting
 from agentrl.registry import EstimatorOptions, RewardOptions, make_estimator, make_reward
 from agentrl.rewards import RewardFn
-from agentrl.types import CutReply, StepCounting
 
 __all__ = [
     "BackendName",

@@ -30,8 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from agentrl.advantages import Advantages
-from agentrl.tokens import TokenPrefix
-from agentrl.types import Trajectory, TrajectoryGroup, Turn
+from agentrl.core.tokens import TokenPrefix
+from agentrl.core.types import Trajectory, TrajectoryGroup, Turn
 
 __all__ = [
     "Datum",

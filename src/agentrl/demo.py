@@ -30,12 +30,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agentrl.backends.base import AdamParams, LossConfig, LossName, TrainingBackend
+from agentrl.core.types import TrajectoryGroup
 from agentrl.datums import Datum, trajectory_to_datum
 from agentrl.evaluation import EvalOutcome, evaluate, planner_player
 from agentrl.learning import DEMO as DEMO_LEARNING
 from agentrl.learning import LearningResult, LearningSetup
 from agentrl.tools import CommandTool
-from agentrl.types import TrajectoryGroup
 
 __all__ = ["DEMO_SIZES", "DemoReport", "DemoSize", "run_demo", "warm_start"]
 

@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING, Any
 from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
 from agentrl.config import EvalConfig, EvalPolicy
-from agentrl.env import EnvGroupFactory, close_env_factory
+from agentrl.core.env import EnvGroupFactory, close_env_factory
+from agentrl.core.types import (
+    Completion,
+    CompletionStop,
+    JsonObject,
+    StopReason,
+    TaskInfo,
+    Trajectory,
+    TrajectoryGroup,
+)
 from agentrl.metrics import SplitSummary, eval_summaries
 from agentrl.preflight import check_token_budget
 from agentrl.records import TrajectoryRecord
@@ -42,15 +51,6 @@ from agentrl.reporting.sinks import MetricSink
 from agentrl.rewards import RewardFn
 from agentrl.rollout import RolloutConfig, rollout_group
 from agentrl.tools import CommandTool, ToolProtocol
-from agentrl.types import (
-    Completion,
-    CompletionStop,
-    JsonObject,
-    StopReason,
-    TaskInfo,
-    Trajectory,
-    TrajectoryGroup,
-)
 
 if TYPE_CHECKING:
     from agentrl.envs.alfworld.planner import PlanSource

@@ -36,6 +36,7 @@ from agentrl.backends.base import (
     SamplingParams,
 )
 from agentrl.chat import ChatRenderer
+from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.datums import trajectory_to_datum
 from agentrl.envs.toy.fetch import (
     FetchCommands,
@@ -47,7 +48,6 @@ from agentrl.envs.toy.plain import uniform_command_policy
 from agentrl.learning_tokenizer import fetch_tokenizer
 from agentrl.metrics import UpdateMetrics
 from agentrl.rollout import RolloutConfig, rollout_batch
-from agentrl.types import TaskInfo, TrajectoryGroup
 
 __all__ = [
     "BENCHMARK",

@@ -34,6 +34,7 @@ import numpy as np
 
 from agentrl.backends.base import AdamParams, LossConfig, LossName, Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
+from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.datums import trajectory_to_datum
 from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
 from agentrl.envs.alfworld.data import find_games
@@ -42,7 +43,6 @@ from agentrl.envs.alfworld.generate import generate_games
 from agentrl.envs.alfworld.tools import alfworld_tool_protocol
 from agentrl.learning_tokenizer import bpe_tokenizer
 from agentrl.rollout import RolloutConfig, rollout_batch
-from agentrl.types import TaskInfo, TrajectoryGroup
 
 __all__ = ["CPU_SMOKE", "GPU", "PRESETS", "Score", "ScratchResult", "ScratchSetup", "run_scratch"]
 

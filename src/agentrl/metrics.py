@@ -30,7 +30,7 @@ from pydantic import TypeAdapter
 
 from agentrl.advantages import DEGENERATE_TOLERANCE, Advantages
 from agentrl.backends.mismatch import LogprobMismatch
-from agentrl.types import JsonObject, JsonValue, Trajectory, TrajectoryGroup
+from agentrl.core.types import JsonObject, JsonValue, Trajectory, TrajectoryGroup
 
 __all__ = [
     "OVERALL",

@@ -44,7 +44,7 @@ import numpy as np
 
 from agentrl.advantages import AdvantageEstimator
 from agentrl.backends.base import Sampler
-from agentrl.types import TaskInfo, TrajectoryGroup
+from agentrl.core.types import TaskInfo, TrajectoryGroup
 
 __all__ = ["GroupHook", "GroupSource", "Rollout", "RolloutFn", "UpdateGroups", "extra_batch"]
 

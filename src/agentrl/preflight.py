@@ -10,10 +10,10 @@ from __future__ import annotations
 import contextlib
 
 from agentrl.chat import ChatRenderer
-from agentrl.env import EnvGroupFactory
+from agentrl.core.env import EnvGroupFactory
+from agentrl.core.types import TaskInfo
 from agentrl.rollout import RolloutConfig
 from agentrl.tools import ToolProtocol
-from agentrl.types import TaskInfo
 
 __all__ = ["TokenBudgetError", "check_token_budget", "first_prompt_length"]
 

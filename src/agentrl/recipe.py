@@ -28,10 +28,10 @@ from agentrl.config import (
     TrainConfig,
     WandbMode,
 )
-from agentrl.env import EnvGroupFactory
+from agentrl.core.env import EnvGroupFactory
+from agentrl.core.types import TaskInfo
 from agentrl.rollout import RolloutConfig
 from agentrl.tools import ToolProtocol
-from agentrl.types import TaskInfo
 
 if TYPE_CHECKING:
     from agentrl.backends.local import LocalBackend

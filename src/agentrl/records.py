@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentrl.types import (
+from agentrl.core.types import (
     EnvStep,
     Message,
     ParsedAction,
@@ -64,7 +64,7 @@ class MessageRecord(_Record):
 
 
 class TokenRecord(_Record):
-    """Token counts of a trajectory (see `agentrl.types.TokenCounts`)."""
+    """Token counts of a trajectory (see `agentrl.core.types.TokenCounts`)."""
 
     prompt: int = Field(description="length of the last prompt sent")
     completion: int = Field(description="sampled tokens, all turns")

@@ -19,10 +19,10 @@ import os
 from pathlib import Path
 
 from agentrl.backends.base import TrainingBackend
-from agentrl.backends.errors import CheckpointError
 from agentrl.checkpoints import CHECKPOINTS_DIR, METRICS_FILE, ROLLOUTS_FILE, CheckpointInfo
+from agentrl.core.errors import CheckpointError
+from agentrl.core.types import JsonObject
 from agentrl.reporting.jsonl import drop_records
-from agentrl.types import JsonObject
 
 __all__ = [
     "ORDER_FIELDS",

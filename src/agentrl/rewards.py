@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from agentrl.types import Trajectory
+from agentrl.core.types import Trajectory
 
 __all__ = ["RewardFn", "WinMinusInvalid"]
 

@@ -26,11 +26,9 @@ from dataclasses import dataclass, field, replace
 
 from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer, ChatTemplateError
-from agentrl.env import EnvGroup, EnvGroupFactory
-from agentrl.rewards import RewardFn, WinMinusInvalid
-from agentrl.tokens import TokenBuffer
-from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
-from agentrl.types import (
+from agentrl.core.env import EnvGroup, EnvGroupFactory
+from agentrl.core.tokens import TokenBuffer
+from agentrl.core.types import (
     Completion,
     CompletionStop,
     CutReply,
@@ -46,6 +44,8 @@ from agentrl.types import (
     Turn,
     TurnStatus,
 )
+from agentrl.rewards import RewardFn, WinMinusInvalid
+from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
 
 __all__ = ["RolloutConfig", "SamplerFailure", "rollout_batch", "rollout_group"]
 

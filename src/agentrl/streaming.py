@@ -32,8 +32,8 @@ from agentrl.advantages import (
 )
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName, TrainingBackend
 from agentrl.backends.streaming import GradientStream, open_stream
+from agentrl.core.types import TrajectoryGroup
 from agentrl.datums import Datum, build_datums
-from agentrl.types import TrajectoryGroup
 
 __all__ = ["GroupStreamer", "StreamedBatch", "check_streaming"]
 

@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Mapping
 
-from agentrl.types import ParsedAction, ParseErrorKind, ToolCall
+from agentrl.core.types import ParsedAction, ParseErrorKind, ToolCall
 
 __all__ = [
     "check_command_call",

@@ -52,8 +52,9 @@ from agentrl.checkpoints import (
     check_run_dir,
 )
 from agentrl.config import StalePolicy, TrainConfig
+from agentrl.core.env import EnvGroupFactory, close_env_factory
+from agentrl.core.types import JsonObject, TaskInfo, TrajectoryGroup
 from agentrl.datums import build_datums
-from agentrl.env import EnvGroupFactory, close_env_factory
 from agentrl.metrics import UpdateMetrics, update_metrics
 from agentrl.pipeline import GroupHook, GroupSource, Rollout, extra_batch
 from agentrl.preflight import check_token_budget
@@ -73,7 +74,6 @@ from agentrl.rewards import RewardFn
 from agentrl.rollout import rollout_batch
 from agentrl.streaming import GroupStreamer, check_streaming
 from agentrl.tools import ToolProtocol
-from agentrl.types import JsonObject, TaskInfo, TrajectoryGroup
 
 __all__ = ["ORDER_FIELDS", "TrainResult", "Trainer", "task_batch"]
 

@@ -13,8 +13,8 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from agentrl.backends.mismatch import LogprobMismatch
+from agentrl.core.types import Completion
 from agentrl.datums import Datum
-from agentrl.types import Completion
 
 __all__ = [
     "AdamParams",

@@ -33,7 +33,6 @@ from agentrl.backends.base import (
     LossConfig,
     LossName,
 )
-from agentrl.backends.errors import CheckpointError
 from agentrl.backends.mismatch import LogprobMismatch, datum_mismatch
 from agentrl.backends.pytrio_convert import (
     MaskMode,
@@ -54,6 +53,7 @@ from agentrl.backends.pytrio_sdk import (
     sdk_for,
 )
 from agentrl.backends.streaming import StreamingUnsupportedError, SummedStream
+from agentrl.core.errors import CheckpointError
 from agentrl.datums import Datum
 
 __all__ = ["MaskMode", "MissingApiKeyError", "PyTrioBackend", "RemoteSampler", "SdkName"]

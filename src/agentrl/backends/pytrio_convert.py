@@ -33,8 +33,8 @@ from agentrl.backends.base import (
     MaskMode,
     SamplingParams,
 )
+from agentrl.core.types import Completion, CompletionStop
 from agentrl.datums import Datum
-from agentrl.types import Completion, CompletionStop
 
 __all__ = [
     "CLIPPED_LOSSES",

@@ -13,7 +13,7 @@ from agentrl.backends.pytrio_convert import (
     to_sdk_sampling_params,
 )
 from agentrl.backends.pytrio_sdk import PyTrioSdk
-from agentrl.types import Completion
+from agentrl.core.types import Completion
 
 __all__ = ["RemoteSampler", "check_in_flight"]
 

@@ -35,8 +35,8 @@ from agentrl.backends.base import (
     SamplingParams,
 )
 from agentrl.backends.streaming import GradientStream
+from agentrl.core.types import Completion, CompletionStop
 from agentrl.datums import Datum
-from agentrl.types import Completion, CompletionStop
 
 __all__ = [
     "VLLM_LORA_RANKS",

@@ -50,7 +50,7 @@ from agentrl.chat.history import (
     structured_messages,
     warn_once,
 )
-from agentrl.types import JsonObject, JsonValue, Message, ToolCall
+from agentrl.core.types import JsonObject, JsonValue, Message, ToolCall
 
 __all__ = [
     "ChatRenderer",

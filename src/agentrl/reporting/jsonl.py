@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-from agentrl.types import JsonObject
+from agentrl.core.types import JsonObject
 
 __all__ = [
     "JsonlError",

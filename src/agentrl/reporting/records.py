@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from agentrl.core.types import JsonObject, TaskInfo, Trajectory
 from agentrl.metrics import OVERALL, SplitSummary, eval_summaries
 from agentrl.records import TrajectoryRecord
 from agentrl.reporting.jsonl import JsonlError, read_jsonl
-from agentrl.types import JsonObject, TaskInfo, Trajectory
 
 __all__ = [
     "RECORD_VERSION",

@@ -17,8 +17,8 @@ from typing import Any, Protocol, TextIO, runtime_checkable
 from tqdm import tqdm  # type: ignore[import-untyped]
 
 from agentrl.config import SwanLabMode, WandbMode
+from agentrl.core.types import JsonObject, JsonValue
 from agentrl.reporting.jsonl import JsonlWriter, WriteMode
-from agentrl.types import JsonObject, JsonValue
 
 __all__ = [
     "SUMMARY_COLUMNS",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol, TypeAlias
 
 from agentrl.backends.base import SamplingParams
-from agentrl.types import (
+from agentrl.core.types import (
     Completion,
     CompletionStop,
 )

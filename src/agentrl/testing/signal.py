@@ -12,9 +12,9 @@ import random
 import zlib
 from collections.abc import Callable
 
+from agentrl.core.types import Trajectory
 from agentrl.envs.toy.plain import ACTIONS_HEADING
 from agentrl.envs.toy.tools import toy_tool_protocol
-from agentrl.types import Trajectory
 
 __all__ = ["HashReward", "noisy_toy_policy"]
 

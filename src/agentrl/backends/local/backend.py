@@ -23,7 +23,6 @@ from agentrl.backends.base import (
     LossConfig,
     LossName,
 )
-from agentrl.backends.errors import CheckpointError
 from agentrl.backends.local.engine import ModelEngine
 from agentrl.backends.local.files import (
     ADAPTER_WEIGHTS,
@@ -42,6 +41,7 @@ from agentrl.backends.local.model import (
 from agentrl.backends.local.sampler import LocalSampler
 from agentrl.backends.local.streaming import LocalGradientStream
 from agentrl.backends.local.training import Normalisation, run_forward_backward
+from agentrl.core.errors import CheckpointError
 from agentrl.datums import Datum
 from agentrl.reporting.jsonl import named_os_error
 

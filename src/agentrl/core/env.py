@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from agentrl.types import EnvAction, EnvStep, TaskInfo
+from agentrl.core.types import EnvAction, EnvStep, TaskInfo
 
 __all__ = [
     "EnvAction",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, TypeAlias
 
-from agentrl.tokens import Tokens
+from agentrl.core.tokens import Tokens
 
 JsonValue: TypeAlias = str | int | float | bool | list["JsonValue"] | dict[str, "JsonValue"] | None
 """A JSON-compatible value (used only at boundaries: tool schemas, records on disk)."""
@@ -259,7 +259,7 @@ class Turn:
 
     prompt_tokens: Tokens
     """The prompt: a tuple, or (from the rollout) a prefix of the trajectory's one shared token
-    buffer, so that prompts are stored once (see `agentrl.tokens`)."""
+    buffer, so that prompts are stored once (see `agentrl.core.tokens`)."""
     completion_tokens: tuple[int, ...]
     logprobs: tuple[float, ...]
     """Sampler logprob of each completion token."""
