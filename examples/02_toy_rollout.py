@@ -12,7 +12,7 @@ import asyncio
 
 from agentrl import ChatRenderer, GroupMean, RolloutConfig, build_datums, rollout_group
 from agentrl.envs.toy import make_toy_group, toy_tasks, toy_tool_protocol
-from agentrl.records import TrajectoryRecord
+from agentrl.store.records import TrajectoryRecord
 from agentrl.testing import ScriptedSampler
 from agentrl.tokenizer import build_qwen_tokenizer
 

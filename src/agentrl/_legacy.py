@@ -24,6 +24,10 @@ MOVED: Mapping[str, str] = MappingProxyType(
     {
         "agentrl.backends.errors": "agentrl.core.errors",
         "agentrl.env": "agentrl.core.env",
+        "agentrl.records": "agentrl.store.records",
+        "agentrl.reporting.jsonl": "agentrl.store.jsonl",
+        "agentrl.reporting.lock": "agentrl.store.lock",
+        "agentrl.reporting.records": "agentrl.store.eval_records",
         "agentrl.tokens": "agentrl.core.tokens",
         "agentrl.types": "agentrl.core.types",
     }

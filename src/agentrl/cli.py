@@ -40,7 +40,7 @@ class UsageError(Exception):
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions reported as `error: ...` lines instead of tracebacks."""
     from agentrl.envs.alfworld.data import AlfworldDataError
-    from agentrl.reporting.lock import OutputInUseError
+    from agentrl.store.lock import OutputInUseError
 
     errors: list[type[BaseException]] = [
         UsageError,
@@ -76,7 +76,7 @@ async def _close(client: object) -> None:
 async def _train(config: TrainConfig) -> int:
     from agentrl import recipe
     from agentrl.checkpoints import check_run_dir
-    from agentrl.reporting.lock import check_not_in_use
+    from agentrl.store.lock import check_not_in_use
     from agentrl.trainer import Trainer
 
     check_not_in_use(config.run_dir, what="run folder", folder=True)

@@ -37,19 +37,19 @@ from agentrl.core.types import (
 )
 from agentrl.metrics import SplitSummary, eval_summaries
 from agentrl.preflight import check_token_budget
-from agentrl.records import TrajectoryRecord
-from agentrl.reporting.jsonl import JsonlWriter, WriteMode
-from agentrl.reporting.lock import OutputLock, check_not_in_use
-from agentrl.reporting.records import (
+from agentrl.reporting.sinks import MetricSink
+from agentrl.rewards import RewardFn
+from agentrl.rollout import RolloutConfig, rollout_group
+from agentrl.store.eval_records import (
     episode_id,
     episode_record,
     read_eval_file,
     run_record,
     summary_record,
 )
-from agentrl.reporting.sinks import MetricSink
-from agentrl.rewards import RewardFn
-from agentrl.rollout import RolloutConfig, rollout_group
+from agentrl.store.jsonl import JsonlWriter, WriteMode
+from agentrl.store.lock import OutputLock, check_not_in_use
+from agentrl.store.records import TrajectoryRecord
 from agentrl.tools import CommandTool, ToolProtocol
 
 if TYPE_CHECKING:

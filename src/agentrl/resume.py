@@ -22,7 +22,7 @@ from agentrl.backends.base import TrainingBackend
 from agentrl.checkpoints import CHECKPOINTS_DIR, METRICS_FILE, ROLLOUTS_FILE, CheckpointInfo
 from agentrl.core.errors import CheckpointError
 from agentrl.core.types import JsonObject
-from agentrl.reporting.jsonl import drop_records
+from agentrl.store.jsonl import drop_records
 
 __all__ = [
     "ORDER_FIELDS",

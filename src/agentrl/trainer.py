@@ -21,7 +21,7 @@ end, each described by `<run_dir>/checkpoints/update-NNNN.json`. `resume=True` l
 one and continues with the next update (`agentrl.resume`: damaged checkpoints, records of
 updates that were never checkpointed). Cancellation (what SIGINT / SIGTERM do to the CLI) lets
 a started optimizer step or save finish, saves a checkpoint of the last completed update, and
-re-raises. The run folder is locked while `run` goes (`agentrl.reporting.lock`).
+re-raises. The run folder is locked while `run` goes (`agentrl.store.lock`).
 
 The trainer talks to the model only through `TrainingBackend` / `Sampler` and to the world only
 through an `EnvGroupFactory`. Where an update's groups come from (off-policy pipelining with
@@ -59,8 +59,6 @@ from agentrl.metrics import UpdateMetrics, update_metrics
 from agentrl.pipeline import GroupHook, GroupSource, Rollout, extra_batch
 from agentrl.preflight import check_token_budget
 from agentrl.recipe import rollout_config_for
-from agentrl.records import TrajectoryRecord, append_records
-from agentrl.reporting.lock import OutputLock
 from agentrl.reporting.sinks import MetricSink, make_sinks
 from agentrl.resume import (
     ORDER_FIELDS,
@@ -72,6 +70,8 @@ from agentrl.resume import (
 )
 from agentrl.rewards import RewardFn
 from agentrl.rollout import rollout_batch
+from agentrl.store.lock import OutputLock
+from agentrl.store.records import TrajectoryRecord, append_records
 from agentrl.streaming import GroupStreamer, check_streaming
 from agentrl.tools import ToolProtocol
 

@@ -18,7 +18,7 @@ from tqdm import tqdm  # type: ignore[import-untyped]
 
 from agentrl.config import SwanLabMode, WandbMode
 from agentrl.core.types import JsonObject, JsonValue
-from agentrl.reporting.jsonl import JsonlWriter, WriteMode
+from agentrl.store.jsonl import JsonlWriter, WriteMode
 
 __all__ = [
     "SUMMARY_COLUMNS",

@@ -43,7 +43,7 @@ from agentrl.backends.local.streaming import LocalGradientStream
 from agentrl.backends.local.training import Normalisation, run_forward_backward
 from agentrl.core.errors import CheckpointError
 from agentrl.datums import Datum
-from agentrl.reporting.jsonl import named_os_error
+from agentrl.store.jsonl import named_os_error
 
 __all__ = ["LocalBackend"]
 

@@ -30,6 +30,7 @@ from agentrl.core.types import (
     Turn,
     TurnStatus,
 )
+from agentrl.store.jsonl import JsonlWriter, WriteMode
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -303,11 +304,9 @@ def _turn_from_record(record: TurnRecord, error: str | None) -> Turn:
 def append_records(path: str | os.PathLike[str], records: Iterable[TrajectoryRecord]) -> int:
     """Append records to a JSONL file, flushed and synced (safe to resume); returns the count.
 
-    Goes through `agentrl.reporting.jsonl.JsonlWriter`: a cut last line left by a crash is
+    Goes through `agentrl.store.jsonl.JsonlWriter`: a cut last line left by a crash is
     dropped first (with a warning), so the file always reads.
     """
-    from agentrl.reporting.jsonl import JsonlWriter, WriteMode  # reporting imports this module
-
     count = 0
     with JsonlWriter(Path(path), WriteMode.APPEND, fsync=False) as writer:
         for record in records:

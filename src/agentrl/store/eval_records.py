@@ -1,6 +1,6 @@
 """The evaluation JSONL layout: `run`, `episode` and `summary` records (see docs/evaluation.md).
 
-An `episode` record embeds one `agentrl.records.TrajectoryRecord` (the project's single
+An `episode` record embeds one `agentrl.store.records.TrajectoryRecord` (the project's single
 on-disk form of a trajectory, documented in docs/records.md): the conversation as text, and
 per turn the assistant text, parsed action or parse error, status and the environment's
 feedback, plus termination reason, reward and token counts. Token ids are not stored (a
@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from agentrl.core.types import JsonObject, TaskInfo, Trajectory
 from agentrl.metrics import OVERALL, SplitSummary, eval_summaries
-from agentrl.records import TrajectoryRecord
-from agentrl.reporting.jsonl import JsonlError, read_jsonl
+from agentrl.store.jsonl import JsonlError, read_jsonl
+from agentrl.store.records import TrajectoryRecord
 
 __all__ = [
     "RECORD_VERSION",
