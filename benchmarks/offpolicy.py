@@ -53,6 +53,7 @@ from agentrl.backends.base import (
     SamplingParams,
 )
 from agentrl.backends.streaming import SummedStream
+from agentrl.chat.tokenizers import build_qwen_tokenizer
 from agentrl.config import TrainConfig
 from agentrl.core.types import Completion
 from agentrl.datums import Datum
@@ -60,7 +61,6 @@ from agentrl.envs.toy import toy_tool_protocol
 from agentrl.reporting.sinks import Reportable
 from agentrl.testing import PolicySampler
 from agentrl.testing.signal import HashReward, noisy_toy_policy
-from agentrl.tokenizer import build_qwen_tokenizer
 from agentrl.trainer import Trainer
 
 PROTOCOL = toy_tool_protocol()

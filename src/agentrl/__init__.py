@@ -27,6 +27,7 @@ from agentrl.backends.base import (
     TrainingBackend,
 )
 from agentrl.chat import ChatRenderer, ChatTemplateError, HistoryRewriteError
+from agentrl.chat.tool_calls import parse_tool_call
 from agentrl.config import EvalConfig, TrainConfig
 from agentrl.core.env import EnvAction, EnvGroup, EnvGroupFactory, command_of
 from agentrl.core.types import (
@@ -50,7 +51,6 @@ from agentrl.datums import Datum, build_datums, trajectory_to_datum
 from agentrl.evaluation import EvalOutcome, evaluate, evaluate_tasks, model_player
 from agentrl.rewards import RewardFn, WinMinusInvalid
 from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
-from agentrl.tool_calls import parse_tool_call
 from agentrl.tools import (
     CommandTool,
     FunctionEnv,

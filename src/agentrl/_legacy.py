@@ -28,7 +28,9 @@ MOVED: Mapping[str, str] = MappingProxyType(
         "agentrl.reporting.jsonl": "agentrl.store.jsonl",
         "agentrl.reporting.lock": "agentrl.store.lock",
         "agentrl.reporting.records": "agentrl.store.eval_records",
+        "agentrl.tokenizer": "agentrl.chat.tokenizers",
         "agentrl.tokens": "agentrl.core.tokens",
+        "agentrl.tool_calls": "agentrl.chat.tool_calls",
         "agentrl.types": "agentrl.core.types",
     }
 )

@@ -371,7 +371,7 @@ async def evaluate(
     planner = config.policy in (EvalPolicy.PLANNER, EvalPolicy.SOLVER)
     tokenizer: Any
     if planner and config.tokenizer_path is None:
-        from agentrl.tokenizer import build_qwen_tokenizer
+        from agentrl.chat.tokenizers import build_qwen_tokenizer
 
         tokenizer = build_qwen_tokenizer()  # token counts only; no model is involved
     else:

@@ -17,11 +17,11 @@ def _corpus(setup: LearningSetup, games: int = 96) -> list[str]:
     """Rendered conversations of random valid play (Qwen's template), the tokenizer's corpus."""
     import asyncio
 
+    from agentrl.chat.tokenizers import build_qwen_tokenizer
     from agentrl.envs.toy.fetch import fetch_tasks
     from agentrl.envs.toy.plain import uniform_command_policy
     from agentrl.learning import DEMO_SEED, _rollouts
     from agentrl.testing import PolicySampler
-    from agentrl.tokenizer import build_qwen_tokenizer
 
     qwen: Any = build_qwen_tokenizer()
     tasks = fetch_tasks(games, DEMO_SEED + 50_000, "train", setup.objects, setup.receptacles)
@@ -64,7 +64,11 @@ def bpe_tokenizer(texts: Sequence[str], vocab_size: int) -> Any:
     texts, the 256 byte tokens and the added ones), with Qwen's pre-tokenizer, added tokens
     and the project's Qwen3-style chat template, as a `transformers` fast tokenizer."""
     from agentrl._optional import require
-    from agentrl.tokenizer import QWEN_SPECIAL_TOKENS, as_qwen_fast_tokenizer, qwen_style_tokenizer
+    from agentrl.chat.tokenizers import (
+        QWEN_SPECIAL_TOKENS,
+        as_qwen_fast_tokenizer,
+        qwen_style_tokenizer,
+    )
 
     tokenizers = require("tokenizers", "local", "a project tokenizer")
     tok = qwen_style_tokenizer(tokenizers.models.BPE())

@@ -74,11 +74,11 @@ def tokenizer_for(config: CommonConfig) -> Any:
     """`--tokenizer-path`, else the project's Qwen tokenizer for `tiny`, else the model's own.
 
     For `tiny` with `--chat-template`, the template's control tokens are added to the Qwen
-    tokenizer (`agentrl.tokenizer.add_template_tokens`), so any family's template works.
+    tokenizer (`agentrl.chat.tokenizers.add_template_tokens`), so any family's template works.
 
     The result is a `transformers` tokenizer (it satisfies `agentrl.chat.ChatTokenizer`).
     """
-    from agentrl import tokenizer as tokenizers
+    from agentrl.chat import tokenizers
 
     if config.tokenizer_path is not None:
         return tokenizers.load_tokenizer(config.tokenizer_path)

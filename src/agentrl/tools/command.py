@@ -6,6 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentrl.chat.dialects.base import ToolCallDialect
+from agentrl.chat.tool_calls import (
+    check_command_call,
+    json_tool_call,
+    parse_tool_call,
+    xml_tool_call,
+)
 from agentrl.core.types import (
     EnvStep,
     JsonObject,
@@ -15,7 +21,6 @@ from agentrl.core.types import (
     ToolCall,
     TurnStatus,
 )
-from agentrl.tool_calls import check_command_call, json_tool_call, parse_tool_call, xml_tool_call
 from agentrl.tools.protocol import ToolResult
 
 __all__ = ["CommandTool", "StatusTexts"]

@@ -131,7 +131,7 @@ class LocalBackend:
         `size` is "tiny" (2 layers, hidden 64), "qwen3-0.6b" or "qwen3-4b";
         `model_overrides` change config fields (e.g. `{"hidden_size": 32}`)."""
         if tokenizer is None:
-            tokenizer_module = require("agentrl.tokenizer", "local", "the test tokenizer")
+            tokenizer_module = require("agentrl.chat.tokenizers", "local", "the test tokenizer")
             tokenizer = tokenizer_module.build_qwen_tokenizer()
         resolved = select_device(device)
         config = qwen3_config(size, vocab_size=len(tokenizer), **dict(model_overrides or {}))  # type: ignore[arg-type]
