@@ -41,13 +41,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentrl.advantages import GroupMean
+from agentrl.algo.advantages import GroupMean
+from agentrl.algo.datums import Datum, build_datums
 from agentrl.backends.base import AdamParams, LossConfig, LossName, SamplingParams
 from agentrl.backends.local import LocalBackend, LocalSampler, LoraSpec
 from agentrl.chat import ChatRenderer
 from agentrl.chat.tokenizers import build_qwen_tokenizer
 from agentrl.core.types import Completion, TaskInfo, TrajectoryGroup
-from agentrl.datums import Datum, build_datums
 from agentrl.envs.toy import ToyEnvGroup, toy_tasks, toy_tool_protocol
 from agentrl.rollout import RolloutConfig, rollout_batch
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl import recipe
+from agentrl.algo.datums import Datum
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -56,7 +57,6 @@ from agentrl.backends.streaming import SummedStream
 from agentrl.chat.tokenizers import build_qwen_tokenizer
 from agentrl.config import TrainConfig
 from agentrl.core.types import Completion
-from agentrl.datums import Datum
 from agentrl.envs.toy import toy_tool_protocol
 from agentrl.reporting.sinks import Reportable
 from agentrl.testing import PolicySampler

@@ -6,7 +6,7 @@ lazily.
 """
 
 from agentrl import _legacy
-from agentrl.advantages import (
+from agentrl.algo.advantages import (
     AdvantageEstimator,
     Advantages,
     GroupAdvantages,
@@ -14,6 +14,8 @@ from agentrl.advantages import (
     GroupNormalized,
     LeaveOneOut,
 )
+from agentrl.algo.datums import Datum, build_datums, trajectory_to_datum
+from agentrl.algo.rewards import RewardFn, WinMinusInvalid
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -47,9 +49,7 @@ from agentrl.core.types import (
     Turn,
     TurnStatus,
 )
-from agentrl.datums import Datum, build_datums, trajectory_to_datum
 from agentrl.evaluation import EvalOutcome, evaluate, evaluate_tasks, model_player
-from agentrl.rewards import RewardFn, WinMinusInvalid
 from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
 from agentrl.tools import (
     CommandTool,

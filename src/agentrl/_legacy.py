@@ -22,12 +22,18 @@ __all__ = ["MOVED", "LegacyFinder", "install"]
 
 MOVED: Mapping[str, str] = MappingProxyType(
     {
+        "agentrl.advantages": "agentrl.algo.advantages",
         "agentrl.backends.errors": "agentrl.core.errors",
+        "agentrl.backends.mismatch": "agentrl.algo.mismatch",
+        "agentrl.datums": "agentrl.algo.datums",
         "agentrl.env": "agentrl.core.env",
+        "agentrl.losses": "agentrl.algo.losses",
+        "agentrl.metrics": "agentrl.algo.metrics",
         "agentrl.records": "agentrl.store.records",
         "agentrl.reporting.jsonl": "agentrl.store.jsonl",
         "agentrl.reporting.lock": "agentrl.store.lock",
         "agentrl.reporting.records": "agentrl.store.eval_records",
+        "agentrl.rewards": "agentrl.algo.rewards",
         "agentrl.tokenizer": "agentrl.chat.tokenizers",
         "agentrl.tokens": "agentrl.core.tokens",
         "agentrl.tool_calls": "agentrl.chat.tool_calls",

@@ -15,7 +15,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agentrl.advantages import AdvantageEstimator
+from agentrl.algo.advantages import AdvantageEstimator
+from agentrl.algo.rewards import RewardFn
 from agentrl.backends.base import (
     AdamParams,
     KLEstimator,
@@ -27,7 +28,6 @@ from agentrl.backends.base import (
 )
 from agentrl.core.types import CutReply, StepCounting
 from agentrl.registry import EstimatorOptions, RewardOptions, make_estimator, make_reward
-from agentrl.rewards import RewardFn
 
 __all__ = [
     "BackendName",

@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from agentrl.algo.datums import Datum, trajectory_to_datum
 from agentrl.backends.base import AdamParams, LossConfig, LossName, TrainingBackend
 from agentrl.core.types import TrajectoryGroup
-from agentrl.datums import Datum, trajectory_to_datum
 from agentrl.evaluation import EvalOutcome, evaluate, planner_player
 from agentrl.learning import DEMO as DEMO_LEARNING
 from agentrl.learning import LearningResult, LearningSetup

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentrl.algo.metrics import SplitSummary, eval_summaries
+from agentrl.algo.rewards import RewardFn
 from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
 from agentrl.config import EvalConfig, EvalPolicy
@@ -35,10 +37,8 @@ from agentrl.core.types import (
     Trajectory,
     TrajectoryGroup,
 )
-from agentrl.metrics import SplitSummary, eval_summaries
 from agentrl.preflight import check_token_budget
 from agentrl.reporting.sinks import MetricSink
-from agentrl.rewards import RewardFn
 from agentrl.rollout import RolloutConfig, rollout_group
 from agentrl.store.eval_records import (
     episode_id,

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.algo.datums import trajectory_to_datum
+from agentrl.algo.metrics import UpdateMetrics
 from agentrl.backends.base import (
     AdamParams,
     LossConfig,
@@ -37,7 +39,6 @@ from agentrl.backends.base import (
 )
 from agentrl.chat import ChatRenderer
 from agentrl.core.types import TaskInfo, TrajectoryGroup
-from agentrl.datums import trajectory_to_datum
 from agentrl.envs.toy.fetch import (
     FetchCommands,
     fetch_group_factory,
@@ -46,7 +47,6 @@ from agentrl.envs.toy.fetch import (
 )
 from agentrl.envs.toy.plain import uniform_command_policy
 from agentrl.learning_tokenizer import fetch_tokenizer
-from agentrl.metrics import UpdateMetrics
 from agentrl.rollout import RolloutConfig, rollout_batch
 
 __all__ = [

@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.algo.datums import trajectory_to_datum
 from agentrl.backends.base import AdamParams, LossConfig, LossName, Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
 from agentrl.core.types import TaskInfo, TrajectoryGroup
-from agentrl.datums import trajectory_to_datum
 from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
 from agentrl.envs.alfworld.data import find_games
 from agentrl.envs.alfworld.explorer import explorer_policy

@@ -42,7 +42,7 @@ from typing import Protocol
 
 import numpy as np
 
-from agentrl.advantages import AdvantageEstimator
+from agentrl.algo.advantages import AdvantageEstimator
 from agentrl.backends.base import Sampler
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 

@@ -11,8 +11,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from agentrl.advantages import AdvantageEstimator, GiGPO, GroupMean, GroupNormalized, LeaveOneOut
-from agentrl.rewards import RewardFn, WinMinusInvalid
+from agentrl.algo.advantages import (
+    AdvantageEstimator,
+    GiGPO,
+    GroupMean,
+    GroupNormalized,
+    LeaveOneOut,
+)
+from agentrl.algo.rewards import RewardFn, WinMinusInvalid
 
 __all__ = [
     "ESTIMATORS",

@@ -24,6 +24,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from agentrl.algo.rewards import RewardFn, WinMinusInvalid
 from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer, ChatTemplateError
 from agentrl.core.env import EnvGroup, EnvGroupFactory
@@ -44,7 +45,6 @@ from agentrl.core.types import (
     Turn,
     TurnStatus,
 )
-from agentrl.rewards import RewardFn, WinMinusInvalid
 from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
 
 __all__ = ["RolloutConfig", "SamplerFailure", "rollout_batch", "rollout_group"]

@@ -2,7 +2,7 @@
 
 For every group whose rollout finishes (`GroupSource.take(..., on_group=streamer.on_group)`):
 its advantages (the estimator on that group alone, so the estimator must be group-local:
-`agentrl.advantages.is_group_local`), its datums (`build_datums`) and, unless the group is
+`agentrl.algo.advantages.is_group_local`), its datums (`build_datums`) and, unless the group is
 degenerate (dynamic sampling may still replace it; it has no datum anyway), a part of the
 update's `GradientStream` (`agentrl.backends.streaming`), run in the background while the
 other groups are still being played. Parts run one at a time; groups that finish while a
@@ -23,17 +23,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentrl.advantages import (
+from agentrl.algo.advantages import (
     AdvantageEstimator,
     Advantages,
     GroupAdvantages,
     check_finite,
     is_group_local,
 )
+from agentrl.algo.datums import Datum, build_datums
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName, TrainingBackend
 from agentrl.backends.streaming import GradientStream, open_stream
 from agentrl.core.types import TrajectoryGroup
-from agentrl.datums import Datum, build_datums
 
 __all__ = ["GroupStreamer", "StreamedBatch", "check_streaming"]
 

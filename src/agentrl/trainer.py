@@ -39,7 +39,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agentrl.advantages import AdvantageEstimator, Advantages, check_finite
+from agentrl.algo.advantages import AdvantageEstimator, Advantages, check_finite
+from agentrl.algo.datums import build_datums
+from agentrl.algo.metrics import UpdateMetrics, update_metrics
+from agentrl.algo.rewards import RewardFn
 from agentrl.backends.base import ForwardBackwardResult, Sampler, TrainingBackend
 from agentrl.backends.streaming import open_stream
 from agentrl.chat import ChatRenderer
@@ -54,8 +57,6 @@ from agentrl.checkpoints import (
 from agentrl.config import StalePolicy, TrainConfig
 from agentrl.core.env import EnvGroupFactory, close_env_factory
 from agentrl.core.types import JsonObject, TaskInfo, TrajectoryGroup
-from agentrl.datums import build_datums
-from agentrl.metrics import UpdateMetrics, update_metrics
 from agentrl.pipeline import GroupHook, GroupSource, Rollout, extra_batch
 from agentrl.preflight import check_token_budget
 from agentrl.recipe import rollout_config_for
@@ -68,7 +69,6 @@ from agentrl.resume import (
     read_run_file,
     write_run_file,
 )
-from agentrl.rewards import RewardFn
 from agentrl.rollout import rollout_batch
 from agentrl.store.lock import OutputLock
 from agentrl.store.records import TrajectoryRecord, append_records

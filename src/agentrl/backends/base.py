@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from agentrl.backends.mismatch import LogprobMismatch
+from agentrl.algo.datums import Datum
+from agentrl.algo.mismatch import LogprobMismatch
 from agentrl.core.types import Completion
-from agentrl.datums import Datum
 
 __all__ = [
     "AdamParams",
@@ -63,7 +63,7 @@ class Sampler(Protocol):
 
 
 class LossName(StrEnum):
-    """Policy-gradient losses (reference math: `agentrl.losses`)."""
+    """Policy-gradient losses (reference math: `agentrl.algo.losses`)."""
 
     PPO = "ppo"
     """Token-level clipped surrogate; an asymmetric clip (`clip_high` further from 1 than

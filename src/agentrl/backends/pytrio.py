@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from agentrl._optional import require
+from agentrl.algo.datums import Datum
+from agentrl.algo.mismatch import LogprobMismatch, datum_mismatch
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -33,7 +35,6 @@ from agentrl.backends.base import (
     LossConfig,
     LossName,
 )
-from agentrl.backends.mismatch import LogprobMismatch, datum_mismatch
 from agentrl.backends.pytrio_convert import (
     MaskMode,
     RemoteLimits,
@@ -54,7 +55,6 @@ from agentrl.backends.pytrio_sdk import (
 )
 from agentrl.backends.streaming import StreamingUnsupportedError, SummedStream
 from agentrl.core.errors import CheckpointError
-from agentrl.datums import Datum
 
 __all__ = ["MaskMode", "MissingApiKeyError", "PyTrioBackend", "RemoteSampler", "SdkName"]
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.algo.datums import Datum
 from agentrl.backends.base import (
     AdamParams,
     LossConfig,
@@ -34,7 +35,6 @@ from agentrl.backends.base import (
     SamplingParams,
 )
 from agentrl.core.types import Completion, CompletionStop
-from agentrl.datums import Datum
 
 __all__ = [
     "CLIPPED_LOSSES",
@@ -164,7 +164,7 @@ def to_sdk_datum(
         raise ValueError(
             f"datum has a non-zero advantage at masked position {position}: the remote "
             f"{loss.value} loss ignores masks, so it would train on that token; build datums "
-            "with agentrl.datums.trajectory_to_datum"
+            "with agentrl.algo.datums.trajectory_to_datum"
         )
     return types.Datum(
         model_input=model_input,

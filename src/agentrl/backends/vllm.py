@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl._optional import require
+from agentrl.algo.datums import Datum
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -36,7 +37,6 @@ from agentrl.backends.base import (
 )
 from agentrl.backends.streaming import GradientStream
 from agentrl.core.types import Completion, CompletionStop
-from agentrl.datums import Datum
 
 __all__ = [
     "VLLM_LORA_RANKS",

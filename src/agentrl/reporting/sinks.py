@@ -38,7 +38,7 @@ __all__ = [
 
 @runtime_checkable
 class Reportable(Protocol):
-    """A metrics record (see `agentrl.metrics`)."""
+    """A metrics record (see `agentrl.algo.metrics`)."""
 
     def to_json(self) -> JsonObject:
         """The record as a nested JSON object."""

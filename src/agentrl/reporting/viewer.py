@@ -16,8 +16,8 @@ import json
 from importlib import resources
 from pathlib import Path
 
+from agentrl.algo.metrics import SplitSummary
 from agentrl.core.types import JsonObject, JsonValue
-from agentrl.metrics import SplitSummary
 from agentrl.store.eval_records import EvalFile, read_eval_file, summaries_in_order
 from agentrl.store.records import TrajectoryRecord
 

@@ -6,7 +6,7 @@ per turn the assistant text, parsed action or parse error, status and the enviro
 feedback, plus termination reason, reward and token counts. Token ids are not stored (a
 trajectory's prompt grows every turn). Reading gives the records back; `record.to_trajectory()`
 turns one into a `Trajectory` (empty token tuples), enough for every metric in
-`agentrl.metrics`.
+`agentrl.algo.metrics`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from agentrl.algo.metrics import OVERALL, SplitSummary, eval_summaries
 from agentrl.core.types import JsonObject, TaskInfo, Trajectory
-from agentrl.metrics import OVERALL, SplitSummary, eval_summaries
 from agentrl.store.jsonl import JsonlError, read_jsonl
 from agentrl.store.records import TrajectoryRecord
 
@@ -79,7 +79,7 @@ class EpisodeEntry:
 
     @cached_property
     def trajectory(self) -> Trajectory:
-        """The episode as a `Trajectory` (no token ids), for `agentrl.metrics`."""
+        """The episode as a `Trajectory` (no token ids), for `agentrl.algo.metrics`."""
         return self.record.to_trajectory()
 
 

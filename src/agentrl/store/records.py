@@ -214,7 +214,7 @@ class TrajectoryRecord(_Record):
     def to_trajectory(self) -> Trajectory:
         """The `Trajectory` this record describes, without token ids (counts are kept).
 
-        Enough for every metric in `agentrl.metrics`: statuses, parsed actions or parse
+        Enough for every metric in `agentrl.algo.metrics`: statuses, parsed actions or parse
         errors, environment feedback (done / won / admissible follow from the status), stop
         reason, reward and token counts. Token and logprob tuples are empty.
         """

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from agentrl._optional import require
+from agentrl.algo.datums import Datum
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -42,7 +43,6 @@ from agentrl.backends.local.sampler import LocalSampler
 from agentrl.backends.local.streaming import LocalGradientStream
 from agentrl.backends.local.training import Normalisation, run_forward_backward
 from agentrl.core.errors import CheckpointError
-from agentrl.datums import Datum
 from agentrl.store.jsonl import named_os_error
 
 __all__ = ["LocalBackend"]

@@ -1,7 +1,7 @@
 """`LocalGradientStream`: one batch's gradient from parts, rescaled once at the end.
 
 `run_forward_backward` divides every micro-batch's summed loss by the divisor of its call
-(`agentrl.losses.loss_divisor`). A streamed batch cannot know the whole batch's divisor when
+(`agentrl.algo.losses.loss_divisor`). A streamed batch cannot know the whole batch's divisor when
 its first part arrives, so each part is run with `normalisation="sum"` (divisor 1: the
 gradient of `sum_t mask_t * c_t * l_t`, with `c_t = 1 / |datum|` under `sequence`), its trained
 tokens and datums are counted, and `finish` divides the accumulated gradients by
@@ -18,11 +18,11 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from agentrl.algo.datums import Datum
+from agentrl.algo.losses import loss_divisor
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName
 from agentrl.backends.local.training import batch_totals, run_forward_backward
 from agentrl.backends.streaming import merge_results
-from agentrl.datums import Datum
-from agentrl.losses import loss_divisor
 
 if TYPE_CHECKING:
     from agentrl.backends.local.backend import LocalBackend

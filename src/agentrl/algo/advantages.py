@@ -27,8 +27,8 @@ from typing import ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from agentrl.algo.rewards import RewardFn, WinMinusInvalid
 from agentrl.core.types import Trajectory, TrajectoryGroup
-from agentrl.rewards import RewardFn, WinMinusInvalid
 
 __all__ = [
     "AdvantageEstimator",

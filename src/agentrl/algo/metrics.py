@@ -28,8 +28,8 @@ from typing import Self
 import numpy as np
 from pydantic import TypeAdapter
 
-from agentrl.advantages import DEGENERATE_TOLERANCE, Advantages
-from agentrl.backends.mismatch import LogprobMismatch
+from agentrl.algo.advantages import DEGENERATE_TOLERANCE, Advantages
+from agentrl.algo.mismatch import LogprobMismatch
 from agentrl.core.types import JsonObject, JsonValue, Trajectory, TrajectoryGroup
 
 __all__ = [
@@ -243,7 +243,7 @@ class UpdateMetrics(_Record):
     """Assistant tokens in the forward/backward batch."""
     sampler_kl: float | None = None
     """Estimated KL(sampler || trainer) per assistant token of the batch (~0 when the trainer
-    recomputes the sampler's logprobs; see `agentrl.backends.mismatch`)."""
+    recomputes the sampler's logprobs; see `agentrl.algo.mismatch`)."""
     logprob_diff_max: float | None = None
     """Largest |trainer - sampler| logprob over the batch's assistant tokens."""
     backend: Mapping[str, float] = field(default_factory=dict)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from agentrl.datums import Datum
+from agentrl.algo.datums import Datum
 
 __all__ = ["LogprobMismatch", "datum_mismatch", "logprob_mismatch", "merge_mismatch"]
 

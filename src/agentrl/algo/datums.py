@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from agentrl.advantages import Advantages
+from agentrl.algo.advantages import Advantages
 from agentrl.core.tokens import TokenPrefix
 from agentrl.core.types import Trajectory, TrajectoryGroup, Turn
 
