@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentrl._optional import require
-from agentrl.backends.base import KLEstimator, LossConfig, LossName, LossNormalisation
+from agentrl.algo.loss_config import KLEstimator, LossConfig, LossName, LossNormalisation
 
 require("torch", "local", "the local training backend")
 
