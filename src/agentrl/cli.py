@@ -55,7 +55,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         OSError,
     ]
     try:
-        from agentrl.backends.pytrio_sdk import MissingApiKeyError
+        from agentrl.backends.pytrio.sdk import MissingApiKeyError
 
         errors.insert(0, MissingApiKeyError)
     except ImportError:  # pragma: no cover - the module has no hard dependency

@@ -236,7 +236,7 @@ def check_credentials(config: CommonConfig) -> None:
         EvalPolicy.SOLVER,
     )
     if config.backend in (BackendName.PYTRIO, BackendName.TINKER) and not planner:
-        from agentrl.backends.pytrio_sdk import sdk_for
+        from agentrl.backends.pytrio.sdk import sdk_for
 
         sdk_for(config.backend.value).check_api_key(None)
     if config.swanlab_mode is SwanLabMode.ONLINE:
@@ -312,7 +312,7 @@ async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingB
             f"(got --backend {config.backend.value})"
         )
     from agentrl.backends.pytrio import PyTrioBackend
-    from agentrl.backends.pytrio_sdk import RECOVERY_TTL_SECONDS
+    from agentrl.backends.pytrio.sdk import RECOVERY_TTL_SECONDS
     from agentrl.checkpoints import latest_checkpoint
 
     remote = {
@@ -415,7 +415,7 @@ async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
     if config.sampler is SamplerName.VLLM:
         raise ValueError(f"--sampler vllm needs --backend local (got {config.backend.value})")
     from agentrl.backends.pytrio import RemoteSampler
-    from agentrl.backends.pytrio_sdk import sdk_for
+    from agentrl.backends.pytrio.sdk import sdk_for
 
     sdk = sdk_for(config.backend.value)
     service = await asyncio.to_thread(sdk.connect, None, config.max_in_flight)

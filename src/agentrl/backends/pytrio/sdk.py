@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from agentrl._optional import require
-from agentrl.backends.pytrio_convert import RemoteLimits
+from agentrl.backends.pytrio.convert import RemoteLimits
 
 __all__ = [
     "RECOVERY_TTL_SECONDS",

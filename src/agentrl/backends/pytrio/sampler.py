@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentrl.backends.base import SamplingParams
-from agentrl.backends.pytrio_convert import (
+from agentrl.backends.pytrio.convert import (
     RemoteLimits,
     completion_from_sequence,
     to_sdk_sampling_params,
 )
-from agentrl.backends.pytrio_sdk import PyTrioSdk
+from agentrl.backends.pytrio.sdk import PyTrioSdk
 from agentrl.core.types import Completion
 
 __all__ = ["RemoteSampler", "check_in_flight"]

@@ -35,7 +35,7 @@ from agentrl.backends.base import (
     LossConfig,
     LossName,
 )
-from agentrl.backends.pytrio_convert import (
+from agentrl.backends.pytrio.convert import (
     MaskMode,
     RemoteLimits,
     check_datums_fit,
@@ -44,8 +44,8 @@ from agentrl.backends.pytrio_convert import (
     to_sdk_adam,
     to_sdk_datum,
 )
-from agentrl.backends.pytrio_sampler import RemoteSampler, check_in_flight
-from agentrl.backends.pytrio_sdk import (
+from agentrl.backends.pytrio.sampler import RemoteSampler, check_in_flight
+from agentrl.backends.pytrio.sdk import (
     RECOVERY_TTL_SECONDS,
     MissingApiKeyError,
     PyTrioSdk,
