@@ -17,20 +17,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrl.algo.metrics import SplitSummary, eval_summaries
 from agentrl.algo.rewards import RewardFn
-from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
 from agentrl.config import EvalConfig, EvalPolicy
 from agentrl.core.env import EnvGroupFactory, close_env_factory
 from agentrl.core.types import (
-    Completion,
-    CompletionStop,
     JsonObject,
     StopReason,
     TaskInfo,
@@ -39,7 +36,7 @@ from agentrl.core.types import (
 )
 from agentrl.preflight import check_token_budget
 from agentrl.reporting.sinks import MetricSink
-from agentrl.rollout import RolloutConfig, rollout_group
+from agentrl.rollout import PlayFn, ReplySampler, RolloutConfig, model_player
 from agentrl.store.eval_records import (
     episode_id,
     episode_record,
@@ -50,7 +47,7 @@ from agentrl.store.eval_records import (
 from agentrl.store.jsonl import JsonlWriter, WriteMode
 from agentrl.store.lock import OutputLock, check_not_in_use
 from agentrl.store.records import TrajectoryRecord
-from agentrl.tools import CommandTool, ToolProtocol
+from agentrl.tools import CommandTool
 
 if TYPE_CHECKING:
     from agentrl.envs.alfworld.planner import PlanSource
@@ -66,9 +63,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-PlayFn = Callable[[TaskInfo], Awaitable[TrajectoryGroup]]
-"""Plays one game and returns its trajectories (one per sample)."""
 
 RESUME_IGNORED = frozenset(
     {"resume", "overwrite_output", "retry_errors", "games_per_batch", "swanlab_mode", "wandb_mode"}
@@ -88,64 +82,6 @@ class EvalOutcome:
     """Episodes played by this call."""
     skipped: int
     """Episodes already in the file (resume)."""
-
-
-def model_player(
-    *,
-    env_factory: EnvGroupFactory,
-    sampler: Sampler,
-    renderer: ChatRenderer,
-    protocol: ToolProtocol,
-    rollout: RolloutConfig,
-    reward_fn: RewardFn,
-) -> PlayFn:
-    """Games played by a model through the rollout engine."""
-
-    async def play(task: TaskInfo) -> TrajectoryGroup:
-        return await rollout_group(
-            task,
-            env_factory=env_factory,
-            sampler=sampler,
-            renderer=renderer,
-            protocol=protocol,
-            config=rollout,
-            reward_fn=reward_fn,
-        )
-
-    return play
-
-
-class _ReplySampler:
-    """Replies with the k-th scripted text at the k-th assistant turn of a trajectory."""
-
-    def __init__(self, renderer: ChatRenderer, replies: Sequence[str], fallback: str) -> None:
-        self.renderer = renderer
-        self.replies = list(replies)
-        self.fallback = fallback
-        self._ends: dict[tuple[int, ...], int] = {}
-
-    def _turn(self, prompt: tuple[int, ...]) -> int:
-        best, turn = -1, 0
-        for end, index in self._ends.items():
-            if len(end) > best and prompt[: len(end)] == end:
-                best, turn = len(end), index
-        return turn
-
-    async def sample(
-        self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
-    ) -> list[Completion]:
-        prompt = tuple(prompt_tokens)
-        turn = self._turn(prompt)
-        text = self.replies[turn] if turn < len(self.replies) else self.fallback
-        tokens = list(self.renderer.encode(text))
-        stop = CompletionStop.STOP
-        if params.stop_tokens:
-            tokens.append(params.stop_tokens[0])
-        if len(tokens) > params.max_tokens:
-            tokens, stop = tokens[: params.max_tokens], CompletionStop.LENGTH
-        completion = Completion(tuple(tokens), (0.0,) * len(tokens), stop)
-        self._ends[prompt + completion.tokens] = turn + 1
-        return [completion] * num_samples
 
 
 def planner_player(
@@ -170,7 +106,7 @@ def planner_player(
         await policy.start(task, rollout.group_size)
         write = renderer.dialect
         replies = [protocol.call_text(action, dialect=write) for action in policy.plan]
-        sampler = _ReplySampler(renderer, replies, protocol.call_text("look", dialect=write))
+        sampler = ReplySampler(renderer, replies, protocol.call_text("look", dialect=write))
         player = model_player(
             env_factory=env_factory,
             sampler=sampler,

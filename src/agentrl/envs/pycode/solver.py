@@ -17,8 +17,7 @@ from agentrl.core.env import EnvGroupFactory
 from agentrl.core.types import TaskInfo, ToolCall, TrajectoryGroup
 from agentrl.envs.pycode.families import Problem
 from agentrl.envs.pycode.tasks import problem_for
-from agentrl.evaluation import model_player
-from agentrl.rollout import RolloutConfig
+from agentrl.rollout import RolloutConfig, model_player
 from agentrl.testing import PolicySampler
 from agentrl.tools import FunctionTools
 
