@@ -33,6 +33,7 @@ MOVED: Mapping[str, str] = MappingProxyType(
         "agentrl.losses": "agentrl.algo.losses",
         "agentrl.metrics": "agentrl.algo.metrics",
         "agentrl.records": "agentrl.store.records",
+        "agentrl.registry": "agentrl.config.plugins",
         "agentrl.reporting.jsonl": "agentrl.store.jsonl",
         "agentrl.reporting.lock": "agentrl.store.lock",
         "agentrl.reporting.records": "agentrl.store.eval_records",
