@@ -58,9 +58,10 @@ from agentrl.chat.tokenizers import build_qwen_tokenizer
 from agentrl.config import TrainConfig
 from agentrl.core.types import Completion
 from agentrl.envs.toy import toy_tool_protocol
+from agentrl.envs.toy.policies import noisy_toy_policy
 from agentrl.reporting.sinks import Reportable
 from agentrl.testing import PolicySampler
-from agentrl.testing.signal import HashReward, noisy_toy_policy
+from agentrl.testing.signal import HashReward
 from agentrl.trainer import Trainer
 
 PROTOCOL = toy_tool_protocol()
