@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 from agentrl._optional import require
 from agentrl.config import WandbMode
 from agentrl.core.types import JsonObject
-from agentrl.reporting.sinks import TrackerRunSink
+from agentrl.reporting.base import TrackerRunSink
 
 __all__ = ["WandbError", "WandbSink", "has_credentials"]
 
