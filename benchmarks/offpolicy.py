@@ -43,7 +43,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl import recipe
 from agentrl.algo.datums import Datum
 from agentrl.backends.base import (
     AdamParams,
@@ -62,7 +61,8 @@ from agentrl.envs.toy.policies import noisy_toy_policy
 from agentrl.reporting.sinks import Reportable
 from agentrl.testing import PolicySampler
 from agentrl.testing.signal import HashReward
-from agentrl.trainer import Trainer
+from agentrl.training import recipe
+from agentrl.training.trainer import Trainer
 
 PROTOCOL = toy_tool_protocol()
 HEADING = "Available actions (copy one exactly):"

@@ -64,9 +64,9 @@ from agentrl.tools import (
     function_env_factory,
     tool,
 )
-from agentrl.trainer import Trainer, TrainResult
+from agentrl.training.trainer import Trainer, TrainResult
 
-_legacy.install()  # old module paths (`agentrl.trainer` ...) keep working
+_legacy.install()  # old module paths (`agentrl.training.trainer` ...) keep working
 
 __version__ = "0.1.0"
 

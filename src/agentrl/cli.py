@@ -5,7 +5,7 @@ Subcommands: `train`, `eval`, `generate` (offline ALFWorld games), `plot`, `view
 `agentrl.cli_args`, so flags and fields never drift). Errors a user can fix (bad flags,
 missing data, missing credentials, an output that exists or is in use, a damaged file, a full
 disk) are printed as one `error:` line without a traceback (`--debug` or `AGENTRL_TRACEBACK=1`
-shows it). SIGINT and SIGTERM stop `train` / `eval` cleanly (`agentrl.interrupts`); exit
+shows it). SIGINT and SIGTERM stop `train` / `eval` cleanly (`agentrl.training.interrupts`); exit
 status 130 / 143. Add a subcommand by writing an
 `_add_<name>(subparsers)` function that registers its parser and sets `handler`, and listing
 it in `_SUBCOMMANDS`.
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TextIO, TypeAlias
 from agentrl._optional import MissingExtraError
 from agentrl.cli_args import ConfigArgumentError, add_config_arguments, config_from_args
 from agentrl.config import EvalConfig, TrainConfig
-from agentrl.interrupts import run_until_signal
+from agentrl.training.interrupts import run_until_signal
 
 __all__ = ["build_parser", "main"]
 
@@ -74,10 +74,10 @@ async def _close(client: object) -> None:
 
 
 async def _train(config: TrainConfig) -> int:
-    from agentrl import recipe
-    from agentrl.checkpoints import check_run_dir
     from agentrl.store.lock import check_not_in_use
-    from agentrl.trainer import Trainer
+    from agentrl.training import recipe
+    from agentrl.training.checkpoints import check_run_dir
+    from agentrl.training.trainer import Trainer
 
     check_not_in_use(config.run_dir, what="run folder", folder=True)
     check_run_dir(config)

@@ -180,11 +180,11 @@ def _engine() -> str:
 
 
 async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoReport:
-    from agentrl import recipe
     from agentrl.config import EvalConfig, TrainConfig
     from agentrl.reporting.plots import plot_eval_files
     from agentrl.reporting.viewer import write_viewer
-    from agentrl.trainer import Trainer
+    from agentrl.training import recipe
+    from agentrl.training.trainer import Trainer
 
     phases: dict[str, float] = {}
     clock = time.perf_counter()

@@ -34,7 +34,6 @@ from agentrl.core.types import (
     Trajectory,
     TrajectoryGroup,
 )
-from agentrl.preflight import check_token_budget
 from agentrl.reporting.sinks import MetricSink
 from agentrl.rollout import PlayFn, ReplySampler, RolloutConfig, model_player
 from agentrl.store.eval_records import (
@@ -48,6 +47,7 @@ from agentrl.store.jsonl import JsonlWriter, WriteMode
 from agentrl.store.lock import OutputLock, check_not_in_use
 from agentrl.store.records import TrajectoryRecord
 from agentrl.tools import CommandTool
+from agentrl.training.preflight import check_token_budget
 
 if TYPE_CHECKING:
     from agentrl.envs.alfworld.planner import PlanSource
@@ -296,7 +296,7 @@ async def evaluate(
     config: EvalConfig, *, sinks: MetricSink | None = None, progress: bool = True
 ) -> EvalOutcome:
     """Run the evaluation `config` describes (what `agentrl eval` does)."""
-    from agentrl import recipe
+    from agentrl.training import recipe
 
     check_not_in_use(config.output, what="eval output")  # refuse before loading any model
     if config.output.exists() and not (config.overwrite_output or config.resume):

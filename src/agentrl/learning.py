@@ -268,7 +268,7 @@ async def run_learning(
     from agentrl.config import TrainConfig
     from agentrl.reporting.sinks import MultiSink
     from agentrl.testing import PolicySampler
-    from agentrl.trainer import Trainer
+    from agentrl.training.trainer import Trainer
 
     started = time.perf_counter()
     random_sampler = PolicySampler(tokenizer, uniform_command_policy(setup.seed + 7))

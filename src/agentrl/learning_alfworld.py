@@ -283,7 +283,7 @@ def _trainer(
 ) -> Any:
     from agentrl.config import TrainConfig
     from agentrl.reporting.sinks import JsonlSink
-    from agentrl.trainer import Trainer
+    from agentrl.training.trainer import Trainer
 
     config = TrainConfig.model_validate(
         dict(

@@ -252,7 +252,8 @@ class UpdateMetrics(_Record):
     """Seconds spent per phase (e.g. rollout, forward_backward, optim_step, save)."""
     sampling: Mapping[str, float] = field(default_factory=dict)
     """How the groups were obtained: staleness and stale groups (off-policy), replaced
-    degenerate groups (dynamic sampling), group wall times (stragglers); see agentrl.pipeline."""
+    degenerate groups (dynamic sampling), group wall times (stragglers); see
+    agentrl.training.pipeline."""
 
 
 def _degenerate(group: TrajectoryGroup) -> bool:

@@ -25,7 +25,7 @@ rollout's start until each game's group, i.e. its slowest branch, finished).
 
 Streaming (`--stream-groups`, k = 0 only): `take(..., on_group=hook)` calls `hook` with every
 group of the update's rollout, and of the dynamic-sampling and resample rollouts, as soon as
-it finishes, so the trainer can start training it (`agentrl.streaming`).
+it finishes, so the trainer can start training it (`agentrl.training.streaming`).
 
 Resume: for k = 0 an update depends only on the checkpoint and the seeded game streams, so a
 resumed run plays what an uninterrupted one would. For k >= 1 the rollouts that were running
@@ -93,7 +93,7 @@ class UpdateGroups:
 
 def extra_batch(tasks: Sequence[TaskInfo], count: int, seed: int, number: int) -> list[TaskInfo]:
     """The `count` fresh games update `number` may use to replace degenerate groups."""
-    from agentrl.trainer import task_batch
+    from agentrl.training.trainer import task_batch
 
     return task_batch(tasks, count, seed + DYNAMIC_SEED_OFFSET, number - 1)
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from agentrl.backends.base import Sampler, SamplingParams, TrainingBackend
 from agentrl.chat import ChatRenderer
-from agentrl.checkpoints import resolve_model_path
 from agentrl.config import (
     BackendName,
     BehaviourLogprobs,
@@ -32,6 +31,7 @@ from agentrl.core.env import EnvGroupFactory
 from agentrl.core.types import TaskInfo
 from agentrl.rollout import RolloutConfig
 from agentrl.tools import ToolProtocol
+from agentrl.training.checkpoints import resolve_model_path
 
 if TYPE_CHECKING:
     from agentrl.backends.local import LocalBackend
@@ -313,7 +313,7 @@ async def training_backend_for(config: TrainConfig, tokenizer: Any) -> TrainingB
         )
     from agentrl.backends.pytrio import PyTrioBackend
     from agentrl.backends.pytrio.sdk import RECOVERY_TTL_SECONDS
-    from agentrl.checkpoints import latest_checkpoint
+    from agentrl.training.checkpoints import latest_checkpoint
 
     remote = {
         "tokenizer": tokenizer,

@@ -19,10 +19,15 @@ import os
 from pathlib import Path
 
 from agentrl.backends.base import TrainingBackend
-from agentrl.checkpoints import CHECKPOINTS_DIR, METRICS_FILE, ROLLOUTS_FILE, CheckpointInfo
 from agentrl.core.errors import CheckpointError
 from agentrl.core.types import JsonObject
 from agentrl.store.jsonl import drop_records
+from agentrl.training.checkpoints import (
+    CHECKPOINTS_DIR,
+    METRICS_FILE,
+    ROLLOUTS_FILE,
+    CheckpointInfo,
+)
 
 __all__ = [
     "ORDER_FIELDS",

@@ -11,21 +11,21 @@ Each update `n` (1-based):
    skipped; one datum per remaining trajectory;
 5. one `forward_backward` (PPO, clip 0.8 / 1.2 by default) and one `optim_step` (skipped when
    no datum is left, e.g. every group degenerate); with `stream_groups`, steps 4-5 run group by
-   group while the rollout goes on (`agentrl.streaming`), still ending in ONE `optim_step`;
+   group while the rollout goes on (`agentrl.training.streaming`), still ending in ONE `optim_step`;
 6. metrics (reward, success overall and per task type, invalid actions, env steps, tokens,
    truncation, degenerate groups, loss, seconds per phase) to the sinks; the trajectories (as
    text) to `rollouts.jsonl`.
 
 Checkpoints (training state + sampler weights) are saved every `save_every` updates and at the
 end, each described by `<run_dir>/checkpoints/update-NNNN.json`. `resume=True` loads the latest
-one and continues with the next update (`agentrl.resume`: damaged checkpoints, records of
+one and continues with the next update (`agentrl.training.resume`: damaged checkpoints, records of
 updates that were never checkpointed). Cancellation (what SIGINT / SIGTERM do to the CLI) lets
 a started optimizer step or save finish, saves a checkpoint of the last completed update, and
 re-raises. The run folder is locked while `run` goes (`agentrl.store.lock`).
 
 The trainer talks to the model only through `TrainingBackend` / `Sampler` and to the world only
 through an `EnvGroupFactory`. Where an update's groups come from (off-policy pipelining with
-`max_steps_off_policy = k`, dynamic sampling, straggler timings) is `agentrl.pipeline`.
+`max_steps_off_policy = k`, dynamic sampling, straggler timings) is `agentrl.training.pipeline`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,15 @@ from agentrl.algo.rewards import RewardFn
 from agentrl.backends.base import ForwardBackwardResult, Sampler, TrainingBackend
 from agentrl.backends.streaming import open_stream
 from agentrl.chat import ChatRenderer
-from agentrl.checkpoints import (
+from agentrl.config import StalePolicy, TrainConfig
+from agentrl.core.env import EnvGroupFactory, close_env_factory
+from agentrl.core.types import JsonObject, TaskInfo, TrajectoryGroup
+from agentrl.reporting.sinks import MetricSink, make_sinks
+from agentrl.rollout import rollout_batch
+from agentrl.store.lock import OutputLock
+from agentrl.store.records import TrajectoryRecord, append_records
+from agentrl.tools import ToolProtocol
+from agentrl.training.checkpoints import (
     CHECKPOINTS_DIR,
     METRICS_FILE,
     ROLLOUTS_FILE,
@@ -54,14 +62,10 @@ from agentrl.checkpoints import (
     CheckpointInfo,
     check_run_dir,
 )
-from agentrl.config import StalePolicy, TrainConfig
-from agentrl.core.env import EnvGroupFactory, close_env_factory
-from agentrl.core.types import JsonObject, TaskInfo, TrajectoryGroup
-from agentrl.pipeline import GroupHook, GroupSource, Rollout, extra_batch
-from agentrl.preflight import check_token_budget
-from agentrl.recipe import rollout_config_for
-from agentrl.reporting.sinks import MetricSink, make_sinks
-from agentrl.resume import (
+from agentrl.training.pipeline import GroupHook, GroupSource, Rollout, extra_batch
+from agentrl.training.preflight import check_token_budget
+from agentrl.training.recipe import rollout_config_for
+from agentrl.training.resume import (
     ORDER_FIELDS,
     check_same_run,
     drop_unsaved_records,
@@ -69,11 +73,7 @@ from agentrl.resume import (
     read_run_file,
     write_run_file,
 )
-from agentrl.rollout import rollout_batch
-from agentrl.store.lock import OutputLock
-from agentrl.store.records import TrajectoryRecord, append_records
-from agentrl.streaming import GroupStreamer, check_streaming
-from agentrl.tools import ToolProtocol
+from agentrl.training.streaming import GroupStreamer, check_streaming
 
 __all__ = ["ORDER_FIELDS", "TrainResult", "Trainer", "task_batch"]
 
