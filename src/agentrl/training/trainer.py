@@ -54,6 +54,7 @@ from agentrl.rollout import rollout_batch
 from agentrl.store.lock import OutputLock
 from agentrl.store.records import TrajectoryRecord, append_records
 from agentrl.tools import ToolProtocol
+from agentrl.training.build import rollout_config_for
 from agentrl.training.checkpoints import (
     CHECKPOINTS_DIR,
     METRICS_FILE,
@@ -64,7 +65,6 @@ from agentrl.training.checkpoints import (
 )
 from agentrl.training.pipeline import GroupHook, GroupSource, Rollout, extra_batch
 from agentrl.training.preflight import check_token_budget
-from agentrl.training.recipe import rollout_config_for
 from agentrl.training.resume import (
     ORDER_FIELDS,
     check_same_run,
