@@ -26,9 +26,10 @@ from agentrl.config import (
     TrainConfig,
     WandbMode,
 )
+from agentrl.reporting.sinks import MetricSink, make_sinks
 from agentrl.rollout import RolloutConfig
 from agentrl.tools import ToolProtocol
-from agentrl.training.checkpoints import resolve_model_path
+from agentrl.training.checkpoints import METRICS_FILE, resolve_model_path
 
 if TYPE_CHECKING:
     from agentrl.backends.local import LocalBackend
@@ -42,6 +43,7 @@ __all__ = [
     "renderer_for",
     "rollout_config_for",
     "tokenizer_for",
+    "train_sinks",
     "training_backend_for",
 ]
 
@@ -119,6 +121,22 @@ def rollout_config_for(
         step_counting=config.step_counting,
         cut_reply=config.cut_reply,
         sampling=sampling,
+    )
+
+
+def train_sinks(config: TrainConfig, *, console: bool = True) -> MetricSink:
+    """The metric sinks of a training run: `<run_dir>/metrics.jsonl`, the console table (if
+    `console`), and SwanLab / W&B as configured."""
+    run_dir = Path(config.run_dir)
+    return make_sinks(
+        run_dir / METRICS_FILE,
+        swanlab_mode=config.swanlab_mode,
+        swanlab_project=config.swanlab_project,
+        wandb_mode=config.wandb_mode,
+        wandb_project=config.wandb_project,
+        experiment_name=config.experiment_name or run_dir.name,
+        config=config.model_dump(mode="json"),
+        console=console,
     )
 
 

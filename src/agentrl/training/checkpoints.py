@@ -23,6 +23,8 @@ __all__ = [
     "RUN_FILE",
     "CheckpointInfo",
     "check_run_dir",
+    "checkpoint_info",
+    "commit_checkpoint",
     "latest_checkpoint",
     "resolve_model_path",
 ]
@@ -63,6 +65,27 @@ class CheckpointInfo:
             return cls(**{name: data[name] for name in cls.__dataclass_fields__})
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             raise CheckpointError(path, f"not an agentrl checkpoint record ({exc})") from exc
+
+
+def checkpoint_info(
+    config: TrainConfig, update: int, name: str, ref: CheckpointRef
+) -> CheckpointInfo:
+    """The record of checkpoint `name`, saved after update `update` of the run `config` runs."""
+    return CheckpointInfo(
+        name=name,
+        update=update,
+        state_path=ref.state_path,
+        sampler_path=ref.sampler_path,
+        base_model=config.base_model,
+        backend=config.backend.value,
+    )
+
+
+def commit_checkpoint(run_dir: Path, info: CheckpointInfo) -> None:
+    """Write the checkpoint record: from now on `--resume` continues from it."""
+    folder = Path(run_dir) / CHECKPOINTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    info.write(folder / f"{info.name}.json")
 
 
 def latest_checkpoint(run_dir: Path) -> CheckpointInfo | None:

@@ -36,6 +36,8 @@ weights after update `n - 1` (staleness 0 at first): the same games, sampled by 
 from __future__ import annotations
 
 import asyncio
+import random
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -43,10 +45,26 @@ from typing import Protocol
 import numpy as np
 
 from agentrl.algo.advantages import AdvantageEstimator
+from agentrl.algo.rewards import RewardFn
 from agentrl.backends.base import Sampler
+from agentrl.chat import ChatRenderer
+from agentrl.config import StalePolicy, TrainConfig
+from agentrl.core.env import EnvGroupFactory
 from agentrl.core.types import TaskInfo, TrajectoryGroup
+from agentrl.rollout import RolloutConfig, rollout_batch
+from agentrl.tools import ToolProtocol
 
-__all__ = ["GroupHook", "GroupSource", "Rollout", "RolloutFn", "UpdateGroups", "extra_batch"]
+__all__ = [
+    "GroupHook",
+    "GroupSource",
+    "Rollout",
+    "RolloutFn",
+    "UpdateGroups",
+    "extra_batch",
+    "group_source_for",
+    "play_tasks",
+    "task_batch",
+]
 
 DYNAMIC_SEED_OFFSET = 1_000_000_007
 """Added to the run's seed for the stream of games that replace degenerate groups."""
@@ -91,11 +109,81 @@ class UpdateGroups:
     counters: Mapping[str, float] = field(default_factory=dict)
 
 
+def task_batch(tasks: Sequence[TaskInfo], batch_size: int, seed: int, index: int) -> list[TaskInfo]:
+    """Batch `index` of the endless stream of seeded passes over `tasks` (sorted by id first).
+
+    Each pass is a fresh seeded shuffle and a batch may straddle two passes. The result depends
+    only on the arguments, which is what makes resuming exact.
+    """
+    if batch_size < 1 or index < 0 or not tasks:
+        raise ValueError(f"need batch_size >= 1, index >= 0 and tasks (got {batch_size}, {index})")
+    ordered = sorted(tasks, key=lambda t: (t.split, t.task_id))
+    n = len(ordered)
+    passes: dict[int, list[TaskInfo]] = {}
+    batch = []
+    for position in range(index * batch_size, (index + 1) * batch_size):
+        epoch = position // n
+        if epoch not in passes:
+            passes[epoch] = list(ordered)
+            random.Random(seed * 1_000_003 + epoch).shuffle(passes[epoch])
+        batch.append(passes[epoch][position % n])
+    return batch
+
+
 def extra_batch(tasks: Sequence[TaskInfo], count: int, seed: int, number: int) -> list[TaskInfo]:
     """The `count` fresh games update `number` may use to replace degenerate groups."""
-    from agentrl.training.trainer import task_batch
-
     return task_batch(tasks, count, seed + DYNAMIC_SEED_OFFSET, number - 1)
+
+
+async def play_tasks(
+    tasks: Sequence[TaskInfo],
+    sampler: Sampler,
+    version: int,
+    label: str,
+    on_group: GroupHook | None = None,
+    *,
+    env_factory: EnvGroupFactory,
+    renderer: ChatRenderer,
+    protocol: ToolProtocol,
+    config: RolloutConfig,
+    reward_fn: RewardFn,
+    max_concurrent: int,
+    progress: bool = False,
+) -> Rollout:
+    """Play `tasks` with `sampler` (taken after `version` updates) through the rollout engine,
+    timing each group and handing it to `on_group` as it finishes (a `RolloutFn` once the
+    keyword arguments are bound)."""
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm  # type: ignore[import-untyped]
+
+        bar = tqdm(total=len(tasks), desc=f"{label} rollout", unit="game", leave=False)
+    started = time.perf_counter()
+    seconds: list[float] = []
+
+    def tick(group: TrajectoryGroup) -> None:
+        seconds.append(time.perf_counter() - started)
+        if bar is not None:
+            bar.update(1)
+        if on_group is not None:
+            on_group(group)
+
+    try:
+        groups = await rollout_batch(
+            tasks,
+            env_factory=env_factory,
+            sampler=sampler,
+            renderer=renderer,
+            protocol=protocol,
+            config=config,
+            reward_fn=reward_fn,
+            max_concurrent_groups=max_concurrent,
+            on_group=tick,
+        )
+        return Rollout(tuple(groups), version, tuple(seconds))
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 class GroupSource:
@@ -229,3 +317,25 @@ class GroupSource:
         for task in ahead:
             task.cancel()
         await asyncio.gather(*ahead, return_exceptions=True)  # cancelled or failed: dropped
+
+
+def group_source_for(
+    config: TrainConfig,
+    tasks: Sequence[TaskInfo],
+    rollout: RolloutFn,
+    sampler: Callable[[], Awaitable[Sampler]],
+    estimator: AdvantageEstimator,
+) -> GroupSource:
+    """The group source of a training run: the seeded game streams of `tasks` and the config's
+    off-policy, stale-group and dynamic-sampling settings."""
+    return GroupSource(
+        rollout=rollout,
+        sampler=sampler,
+        games=lambda n: task_batch(tasks, config.games_per_batch, config.seed, n - 1),
+        extra_games=lambda n, count: extra_batch(tasks, count, config.seed, n),
+        estimator=estimator,
+        max_steps_off_policy=config.max_steps_off_policy,
+        resample_stale=config.stale_groups is StalePolicy.RESAMPLE,
+        dynamic_budget=config.dynamic_sampling_budget,
+        last_update=config.max_steps,
+    )

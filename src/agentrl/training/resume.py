@@ -13,20 +13,25 @@ folder. Before it does:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from agentrl.backends.base import TrainingBackend
+from agentrl.config import TrainConfig
 from agentrl.core.errors import CheckpointError
-from agentrl.core.types import JsonObject
+from agentrl.core.types import JsonObject, TaskInfo
 from agentrl.store.jsonl import drop_records
 from agentrl.training.checkpoints import (
     CHECKPOINTS_DIR,
     METRICS_FILE,
     ROLLOUTS_FILE,
+    RUN_FILE,
     CheckpointInfo,
+    check_run_dir,
 )
 
 __all__ = [
@@ -35,6 +40,8 @@ __all__ = [
     "drop_unsaved_records",
     "load_latest",
     "read_run_file",
+    "run_state",
+    "start_run",
     "write_run_file",
 ]
 
@@ -160,3 +167,41 @@ def _extra(record: JsonObject) -> JsonObject:
 
 def _number(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _fingerprint(tasks: Sequence[TaskInfo]) -> str:
+    ids = sorted(f"{t.split}/{t.task_id}" for t in tasks)
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+def run_state(config: TrainConfig, tasks: Sequence[TaskInfo], chat: JsonObject) -> JsonObject:
+    """What `run.json` records of a run: its config, its games (count and fingerprint) and the
+    chat renderer's record."""
+    return {
+        "config": config.model_dump(mode="json"),
+        "tasks": len(tasks),
+        "tasks_fingerprint": _fingerprint(tasks),
+        "chat": chat,
+    }
+
+
+async def start_run(
+    backend: TrainingBackend, config: TrainConfig, state: JsonObject
+) -> CheckpointInfo | None:
+    """Start a run, or resume it: a fresh run checks that the folder holds no other run and
+    writes `run.json`; with `resume`, the folder must hold the same run, its latest checkpoint
+    is loaded (returned; None: nothing to resume, start at update 1) and the records of
+    updates after it are dropped."""
+    run_dir = Path(config.run_dir)
+    run_file = run_dir / RUN_FILE
+    if not config.resume:
+        check_run_dir(config)
+        write_run_file(run_file, state)
+        return None
+    if run_file.exists():
+        check_same_run(run_dir, read_run_file(run_file), state)
+    else:
+        write_run_file(run_file, state)
+    latest = await load_latest(backend, run_dir, fallback=config.resume_fallback)
+    drop_unsaved_records(run_dir, 0 if latest is None else latest.update)
+    return latest

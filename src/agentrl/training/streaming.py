@@ -35,7 +35,7 @@ from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName, T
 from agentrl.backends.streaming import GradientStream, open_stream
 from agentrl.core.types import TrajectoryGroup
 
-__all__ = ["GroupStreamer", "StreamedBatch", "check_streaming"]
+__all__ = ["GroupStreamer", "StreamedBatch", "check_streaming", "finish_streamed", "open_streamer"]
 
 
 def check_streaming(
@@ -67,6 +67,14 @@ class StreamedBatch:
     """Seconds of forward_backward that ran before the last group finished."""
     advantages_seconds: float
     """Seconds estimating advantages and building datums (during and after the rollout)."""
+
+    def timings(self) -> dict[str, float]:
+        """The update's timings of this batch (`UpdateMetrics.timings`)."""
+        return {
+            "advantages": self.advantages_seconds,
+            "forward_backward": self.forward_backward_seconds,
+            "stream_overlap": self.overlap_seconds,
+        }
 
 
 class GroupStreamer:
@@ -176,3 +184,22 @@ class GroupStreamer:
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
         await self.stream.abort()
+
+
+def open_streamer(
+    backend: TrainingBackend, estimator: AdvantageEstimator, loss: LossName, config: LossConfig
+) -> GroupStreamer:
+    """A streamer of one update's groups into a fresh gradient stream of `backend`."""
+    return GroupStreamer(open_stream(backend, loss, config), estimator)
+
+
+async def finish_streamed(
+    streamer: GroupStreamer, groups: Sequence[TrajectoryGroup]
+) -> StreamedBatch:
+    """`streamer.finish(groups)`; on any failure the stream is aborted first, so no
+    half-batch gradient is left for a later step."""
+    try:
+        return await streamer.finish(groups)
+    except BaseException:
+        await streamer.abort()
+        raise

@@ -31,9 +31,7 @@ through an `EnvGroupFactory`. Where an update's groups come from (off-policy pip
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -44,61 +42,40 @@ from agentrl.algo.datums import build_datums
 from agentrl.algo.metrics import UpdateMetrics, update_metrics
 from agentrl.algo.rewards import RewardFn
 from agentrl.backends.base import ForwardBackwardResult, Sampler, TrainingBackend
-from agentrl.backends.streaming import open_stream
 from agentrl.chat import ChatRenderer
-from agentrl.config import StalePolicy, TrainConfig
+from agentrl.config import TrainConfig
 from agentrl.core.env import EnvGroupFactory, close_env_factory
-from agentrl.core.types import JsonObject, TaskInfo, TrajectoryGroup
-from agentrl.reporting.sinks import MetricSink, make_sinks
-from agentrl.rollout import rollout_batch
+from agentrl.core.types import TaskInfo, TrajectoryGroup
+from agentrl.reporting.sinks import MetricSink
 from agentrl.store.lock import OutputLock
 from agentrl.store.records import TrajectoryRecord, append_records
 from agentrl.tools import ToolProtocol
-from agentrl.training.build import rollout_config_for
+from agentrl.training.build import rollout_config_for, train_sinks
 from agentrl.training.checkpoints import (
-    CHECKPOINTS_DIR,
-    METRICS_FILE,
     ROLLOUTS_FILE,
-    RUN_FILE,
     CheckpointInfo,
-    check_run_dir,
+    checkpoint_info,
+    commit_checkpoint,
 )
-from agentrl.training.pipeline import GroupHook, GroupSource, Rollout, extra_batch
+from agentrl.training.pipeline import (
+    GroupHook,
+    Rollout,
+    group_source_for,
+    play_tasks,
+    task_batch,
+)
 from agentrl.training.preflight import check_token_budget
-from agentrl.training.resume import (
-    ORDER_FIELDS,
-    check_same_run,
-    drop_unsaved_records,
-    load_latest,
-    read_run_file,
-    write_run_file,
+from agentrl.training.resume import ORDER_FIELDS, run_state, start_run
+from agentrl.training.streaming import (
+    GroupStreamer,
+    check_streaming,
+    finish_streamed,
+    open_streamer,
 )
-from agentrl.training.streaming import GroupStreamer, check_streaming
 
 __all__ = ["ORDER_FIELDS", "TrainResult", "Trainer", "task_batch"]
 
 log = logging.getLogger(__name__)
-
-
-def task_batch(tasks: Sequence[TaskInfo], batch_size: int, seed: int, index: int) -> list[TaskInfo]:
-    """Batch `index` of the endless stream of seeded passes over `tasks` (sorted by id first).
-
-    Each pass is a fresh seeded shuffle and a batch may straddle two passes. The result depends
-    only on the arguments, which is what makes resuming exact.
-    """
-    if batch_size < 1 or index < 0 or not tasks:
-        raise ValueError(f"need batch_size >= 1, index >= 0 and tasks (got {batch_size}, {index})")
-    ordered = sorted(tasks, key=lambda t: (t.split, t.task_id))
-    n = len(ordered)
-    passes: dict[int, list[TaskInfo]] = {}
-    batch = []
-    for position in range(index * batch_size, (index + 1) * batch_size):
-        epoch = position // n
-        if epoch not in passes:
-            passes[epoch] = list(ordered)
-            random.Random(seed * 1_000_003 + epoch).shuffle(passes[epoch])
-        batch.append(passes[epoch][position % n])
-    return batch
 
 
 @dataclass(frozen=True)
@@ -122,11 +99,6 @@ class _Trained:
     """The optimizer step's metrics."""
     timings: Mapping[str, float]
     advantages: Advantages | None = None
-
-
-def _fingerprint(tasks: Sequence[TaskInfo]) -> str:
-    ids = sorted(f"{t.split}/{t.task_id}" for t in tasks)
-    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
 
 
 class Trainer:
@@ -168,16 +140,8 @@ class Trainer:
         """The last completed update."""
         self.last_saved: CheckpointInfo | None = None
         self._pending: UpdateMetrics | None = None
-        self.source = GroupSource(
-            rollout=self.rollout_games,
-            sampler=self.backend.sampler,
-            games=lambda n: task_batch(self.tasks, config.games_per_batch, config.seed, n - 1),
-            extra_games=lambda n, count: extra_batch(self.tasks, count, config.seed, n),
-            estimator=self.estimator,
-            max_steps_off_policy=config.max_steps_off_policy,
-            resample_stale=config.stale_groups is StalePolicy.RESAMPLE,
-            dynamic_budget=config.dynamic_sampling_budget,
-            last_update=config.max_steps,
+        self.source = group_source_for(
+            config, self.tasks, self.rollout_games, self.backend.sampler, self.estimator
         )
         self._uncommitted: CheckpointInfo | None = None
         if config.stream_groups:
@@ -201,38 +165,21 @@ class Trainer:
         on_group: GroupHook | None = None,
     ) -> Rollout:
         """Play `tasks` with `sampler` (taken after `version` updates), timing each group and
-        handing it to `on_group` as it finishes."""
-        bar = None
-        if self.progress:
-            from tqdm.auto import tqdm  # type: ignore[import-untyped]
-
-            bar = tqdm(total=len(tasks), desc=f"{label} rollout", unit="game", leave=False)
-        started = time.perf_counter()
-        seconds: list[float] = []
-
-        def tick(group: TrajectoryGroup) -> None:
-            seconds.append(time.perf_counter() - started)
-            if bar is not None:
-                bar.update(1)
-            if on_group is not None:
-                on_group(group)
-
-        try:
-            groups = await rollout_batch(
-                tasks,
-                env_factory=self.env_factory,
-                sampler=sampler,
-                renderer=self.renderer,
-                protocol=self.protocol,
-                config=self.rollout,
-                reward_fn=self.reward_fn,
-                max_concurrent_groups=self.config.max_concurrent_games or len(tasks),
-                on_group=tick,
-            )
-            return Rollout(tuple(groups), version, tuple(seconds))
-        finally:
-            if bar is not None:
-                bar.close()
+        handing it to `on_group` as it finishes (`agentrl.training.pipeline.play_tasks`)."""
+        return await play_tasks(
+            tasks,
+            sampler,
+            version,
+            label,
+            on_group,
+            env_factory=self.env_factory,
+            renderer=self.renderer,
+            protocol=self.protocol,
+            config=self.rollout,
+            reward_fn=self.reward_fn,
+            max_concurrent=self.config.max_concurrent_games or len(tasks),
+            progress=self.progress,
+        )
 
     async def _step(self, result: ForwardBackwardResult, timings: dict[str, float]) -> _Trained:
         clock = time.perf_counter()
@@ -259,25 +206,17 @@ class Trainer:
         self, streamer: GroupStreamer, groups: Sequence[TrajectoryGroup]
     ) -> _Trained:
         """The rest of a streamed batch, the stream's finish, one optim_step."""
-        try:
-            batch = await streamer.finish(groups)
-        except BaseException:
-            await streamer.abort()  # no half-batch gradient is left for a later step
-            raise
-        timings = {
-            "advantages": batch.advantages_seconds,
-            "forward_backward": batch.forward_backward_seconds,
-            "stream_overlap": batch.overlap_seconds,
-        }
+        batch = await finish_streamed(streamer, groups)
         if batch.result is None:
-            return _Trained(None, {}, timings, batch.advantages)
-        return replace(await self._step(batch.result, timings), advantages=batch.advantages)
+            return _Trained(None, {}, batch.timings(), batch.advantages)
+        trained = await self._step(batch.result, batch.timings())
+        return replace(trained, advantages=batch.advantages)
 
     def _streamer(self) -> GroupStreamer | None:
-        if not self.config.stream_groups:
+        config = self.config
+        if not config.stream_groups:
             return None
-        stream = open_stream(self.backend, self.config.loss, self.config.loss_config())
-        return GroupStreamer(stream, self.estimator)
+        return open_streamer(self.backend, self.estimator, config.loss, config.loss_config())
 
     async def update(self, number: int) -> UpdateMetrics:
         """Run update `number`; a cancellation during its optimizer step lets the step finish
@@ -355,49 +294,21 @@ class Trainer:
             ref = await asyncio.shield(saving)
         except asyncio.CancelledError:
             ref = await saving
-            self._uncommitted = self._info(number, name, ref.state_path, ref.sampler_path)
+            self._uncommitted = checkpoint_info(self.config, number, name, ref)
             raise
-        return self._info(number, name, ref.state_path, ref.sampler_path)
-
-    def _info(self, number: int, name: str, state: str, sampler: str) -> CheckpointInfo:
-        return CheckpointInfo(
-            name=name,
-            update=number,
-            state_path=state,
-            sampler_path=sampler,
-            base_model=self.config.base_model,
-            backend=self.config.backend.value,
-        )
+        return checkpoint_info(self.config, number, name, ref)
 
     def _commit(self, info: CheckpointInfo) -> CheckpointInfo:
         """Write the checkpoint record: from now on `--resume` continues from it."""
-        folder = self.run_dir / CHECKPOINTS_DIR
-        folder.mkdir(parents=True, exist_ok=True)
-        info.write(folder / f"{info.name}.json")
+        commit_checkpoint(self.run_dir, info)
         self.last_saved = info
         self._uncommitted = None
         return info
 
     async def _start(self) -> int:
         """Check the run folder, resume if asked; return the first update to run."""
-        config, run_file = self.config, self.run_dir / RUN_FILE
-        state: JsonObject = {
-            "config": config.model_dump(mode="json"),
-            "tasks": len(self.tasks),
-            "tasks_fingerprint": _fingerprint(self.tasks),
-            "chat": self.renderer.record.as_json(),
-        }
-        if not config.resume:
-            check_run_dir(config)
-            write_run_file(run_file, state)
-            return 1
-        if run_file.exists():
-            check_same_run(self.run_dir, read_run_file(run_file), state)
-        else:
-            write_run_file(run_file, state)
-        latest = await load_latest(self.backend, self.run_dir, fallback=config.resume_fallback)
-        done = 0 if latest is None else latest.update
-        drop_unsaved_records(self.run_dir, done)
+        state = run_state(self.config, self.tasks, self.renderer.record.as_json())
+        latest = await start_run(self.backend, self.config, state)
         if latest is None:
             return 1
         self.completed = latest.update
@@ -427,21 +338,12 @@ class Trainer:
         )
         first = await self._start()
         if self._sinks is None:
-            self._sinks = make_sinks(
-                self.run_dir / METRICS_FILE,
-                swanlab_mode=config.swanlab_mode,
-                swanlab_project=config.swanlab_project,
-                wandb_mode=config.wandb_mode,
-                wandb_project=config.wandb_project,
-                experiment_name=config.experiment_name or self.run_dir.name,
-                config=config.model_dump(mode="json"),
-                console=self.progress,
-            )
+            self._sinks = train_sinks(config, console=self.progress)
         saved: list[CheckpointInfo] = []
         done: list[UpdateMetrics] = []
         bar = None
         if self.progress:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # type: ignore[import-untyped]
 
             bar = tqdm(total=config.max_steps, initial=first - 1, desc="training", unit="update")
         try:
