@@ -51,7 +51,7 @@ from agentrl.tools import ToolProtocol
 
 __all__ = ["rollout_batch", "rollout_group"]
 
-log = logging.getLogger("agentrl.rollout")
+log = logging.getLogger(__name__)
 
 
 async def _run_branch(

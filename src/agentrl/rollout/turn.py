@@ -34,7 +34,7 @@ from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_mes
 
 __all__ = ["Branch", "Stepper", "TurnSetup", "play_turn", "sample", "turn_params", "vocab_size"]
 
-log = logging.getLogger("agentrl.rollout")
+log = logging.getLogger(__name__)
 
 
 def vocab_size(renderer: ChatRenderer) -> int | None:

@@ -9,7 +9,8 @@ and `overall` (see docs/evaluation.md). An existing file is never overwritten un
 or `planner_player` (the ALFWorld planner baseline through the same engine, so its episodes,
 statuses and metrics are recorded exactly like a model's).
 
-`evaluate(config)` assembles everything from an `EvalConfig` (what `agentrl eval` runs).
+`evaluate(config)` assembles everything from an `EvalConfig` (what `agentrl eval` runs). The
+summaries and the run's label: `agentrl.evaluation.summary`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrl.algo.metrics import SplitSummary, eval_summaries
+from agentrl.algo.metrics import SplitSummary
 from agentrl.algo.rewards import RewardFn
 from agentrl.chat import ChatRenderer
 from agentrl.config import EvalConfig, EvalPolicy
@@ -34,6 +35,7 @@ from agentrl.core.types import (
     Trajectory,
     TrajectoryGroup,
 )
+from agentrl.evaluation.summary import default_label, log_summaries, write_summaries
 from agentrl.reporting.sinks import MetricSink
 from agentrl.rollout import PlayFn, ReplySampler, RolloutConfig, model_player
 from agentrl.store.eval_records import (
@@ -41,7 +43,6 @@ from agentrl.store.eval_records import (
     episode_record,
     read_eval_file,
     run_record,
-    summary_record,
 )
 from agentrl.store.jsonl import JsonlWriter, WriteMode
 from agentrl.store.lock import OutputLock, check_not_in_use
@@ -52,15 +53,7 @@ from agentrl.training.preflight import check_token_budget
 if TYPE_CHECKING:
     from agentrl.envs.alfworld.planner import PlanSource
 
-__all__ = [
-    "EvalOutcome",
-    "PlayFn",
-    "default_label",
-    "evaluate",
-    "evaluate_tasks",
-    "model_player",
-    "planner_player",
-]
+__all__ = ["RESUME_IGNORED", "EvalOutcome", "evaluate", "evaluate_tasks", "planner_player"]
 
 log = logging.getLogger(__name__)
 
@@ -264,32 +257,11 @@ async def _evaluate_locked(
         finally:
             if bar is not None:
                 bar.close()
-        data = read_eval_file(output)
         wanted = {e for es in ids.values() for e in es}
-        chosen = [e.trajectory for e in data.episodes if e.episode_id in wanted]
-        summaries = eval_summaries(chosen)
-        for summary in summaries:
-            writer.write(summary_record(summary, label))
+        summaries = write_summaries(writer, output, wanted, label)
     if sinks is not None:
-        for summary in summaries:
-            sinks.log(f"eval/{summary.split}", 0, summary)
+        log_summaries(sinks, summaries)
     return EvalOutcome(output, label, summaries, played, skipped)
-
-
-def default_label(config: EvalConfig) -> str:
-    """`planner`, `base`, or the checkpoint's name (`update-0040`)."""
-    if config.experiment_name:
-        return config.experiment_name
-    if config.policy is EvalPolicy.PLANNER:
-        return "planner"
-    if config.policy is EvalPolicy.SOLVER:
-        return "solver"
-    if config.model_path is None:
-        return "base"
-    parts = [p for p in config.model_path.removesuffix(".json").split("/") if p]
-    if len(parts) > 1 and parts[-1] == "sampler":  # <checkpoint>/sampler
-        return parts[-2]
-    return parts[-1] if parts else config.model_path
 
 
 async def evaluate(
