@@ -17,8 +17,8 @@ from pathlib import Path
 from agentrl import ChatRenderer, LeaveOneOut, RolloutConfig, TrainConfig, Trainer, rollout_group
 from agentrl.backends.local import LocalBackend, LoraSpec
 from agentrl.chat.tokenizers import build_qwen_tokenizer
-from agentrl.demo import demonstration_datums, warm_start
 from agentrl.envs.toy import make_toy_group, toy_task, toy_tasks, toy_tool_protocol
+from agentrl.recipes.demo import demonstration_datums, warm_start
 from agentrl.testing import ScriptedSampler
 
 out = Path(os.environ.get("AGENTRL_EXAMPLE_OUT", "runs/examples")) / "03_train_tiny_model"

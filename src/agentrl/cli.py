@@ -341,7 +341,7 @@ def _add_generate(subparsers: Subparsers) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from agentrl.demo import DEMO_SIZES, run_demo
+    from agentrl.recipes.demo import DEMO_SIZES, run_demo
 
     report = run_demo(args.out, DEMO_SIZES[args.size], overwrite=args.overwrite)
     print(report.describe())
@@ -349,7 +349,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 def _add_demo(subparsers: Subparsers) -> None:
-    from agentrl.demo import DEMO_SIZES
+    from agentrl.recipes.demo import DEMO_SIZES
 
     parser = subparsers.add_parser(
         "demo",

@@ -13,7 +13,7 @@ learns to play generated ALFWorld games, everything the library's own:
    copied from a list. Every episode is a demonstration, also one cut at the step limit (the
    moves are still the explorer's);
 3. a byte-level BPE tokenizer of the project's own is trained on rendered explorer episodes
-   (`agentrl.learning_tokenizer.bpe_tokenizer`, Qwen3-style chat template);
+   (`agentrl.recipes.tokenizer.bpe_tokenizer`, Qwen3-style chat template);
 4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datum`: assistant
    tokens only) with `LocalBackend.tiny(..., full_finetune=True)`;
 5. success on the valid_unseen games (temperature 1, the sampler's seeded stream) before RL;
@@ -41,7 +41,7 @@ from agentrl.envs.alfworld.data import find_games
 from agentrl.envs.alfworld.explorer import explorer_policy
 from agentrl.envs.alfworld.generate import generate_games
 from agentrl.envs.alfworld.tools import alfworld_tool_protocol
-from agentrl.learning_tokenizer import bpe_tokenizer
+from agentrl.recipes.tokenizer import bpe_tokenizer
 from agentrl.rollout import RolloutConfig, rollout_batch
 
 __all__ = ["CPU_SMOKE", "GPU", "PRESETS", "Score", "ScratchResult", "ScratchSetup", "run_scratch"]

@@ -1,14 +1,13 @@
 """The learning benchmarks' tokenizers: small byte-level BPEs of the project's own, trained
 offline on rendered conversations (`bpe_tokenizer`): the fetch task's (`fetch_tokenizer`,
-`agentrl.learning`) and ALFWorld's (`benchmarks/alfworld_from_scratch.py`)."""
+`agentrl.recipes.learning`) and ALFWorld's (`benchmarks/alfworld_from_scratch.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from agentrl.learning import LearningSetup
+from agentrl.recipes.fetch import DEMO_SEED, LearningSetup, fetch_rollouts
 
 __all__ = ["bpe_tokenizer", "fetch_tokenizer"]
 
@@ -20,7 +19,6 @@ def _corpus(setup: LearningSetup, games: int = 96) -> list[str]:
     from agentrl.chat.tokenizers import build_qwen_tokenizer
     from agentrl.envs.toy.fetch import fetch_tasks
     from agentrl.envs.toy.plain import uniform_command_policy
-    from agentrl.learning import DEMO_SEED, _rollouts
     from agentrl.testing import PolicySampler
 
     qwen: Any = build_qwen_tokenizer()
@@ -28,7 +26,7 @@ def _corpus(setup: LearningSetup, games: int = 96) -> list[str]:
     sampler = PolicySampler(qwen, uniform_command_policy(1))
 
     async def play() -> list[Any]:
-        return await _rollouts(sampler, qwen, setup, tasks, 1, None)
+        return await fetch_rollouts(sampler, qwen, setup, tasks, 1, None)
 
     try:
         asyncio.get_running_loop()
@@ -54,8 +52,6 @@ def fetch_tokenizer(setup: LearningSetup | None = None, vocab_size: int = 600) -
     second) on rendered fetch conversations, with Qwen's pre-tokenizer, added tokens and the
     project's Qwen3-style chat template: any text encodes, and the vocabulary is ~250x smaller
     than Qwen's, which is what makes a from-scratch model cheap on a CPU. Deterministic."""
-    from agentrl.learning import LearningSetup
-
     return bpe_tokenizer(_corpus(setup or LearningSetup()), vocab_size)
 
 

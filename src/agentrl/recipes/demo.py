@@ -1,6 +1,6 @@
 """`agentrl demo` (`make demo`): the whole recipe, small, on a CPU, with no account.
 
-0. the learning benchmark at a small size (`agentrl.learning`): a small model trained from
+0. the learning benchmark at a small size (`agentrl.recipes.learning`): a small model trained from
    scratch on the fetch task by RL through the Trainer; its held-out success curve
    (`<out>/plots/learning.png`) and before/after are printed (about 2 minutes);
 1. generate a small verified ALFWorld game set (`<out>/games`, reused when it exists);
@@ -33,8 +33,8 @@ from agentrl.algo.datums import Datum, trajectory_to_datum
 from agentrl.backends.base import AdamParams, LossConfig, LossName, TrainingBackend
 from agentrl.core.types import TrajectoryGroup
 from agentrl.evaluation import EvalOutcome, evaluate, planner_player
-from agentrl.learning import DEMO as DEMO_LEARNING
-from agentrl.learning import LearningResult, LearningSetup
+from agentrl.recipes.learning import DEMO as DEMO_LEARNING
+from agentrl.recipes.learning import LearningResult, LearningSetup
 from agentrl.tools import CommandTool
 
 __all__ = ["DEMO_SIZES", "DemoReport", "DemoSize", "run_demo", "warm_start"]
@@ -331,12 +331,12 @@ def _learning_phase(out: Path, setup: LearningSetup) -> tuple[LearningResult, Pa
     """Phase 0: the learning benchmark at a small size; prints its curve as it goes."""
     import torch
 
-    from agentrl.learning import fetch_tokenizer, plot_learning, run_learning
+    from agentrl.recipes.learning import fetch_tokenizer, plot_learning, run_learning
 
     print("learning phase: a tiny model learns the fetch task by RL (held-out success):")
 
     def point(p: object) -> None:
-        from agentrl.learning import EvalPoint
+        from agentrl.recipes.learning import EvalPoint
 
         assert isinstance(p, EvalPoint)
         print(f"  update {p.update:3d}: {p.success:.0%} ({p.seconds:.0f}s)", flush=True)

@@ -5,7 +5,7 @@ learning test and the first phase of `agentrl demo`. Everything is the library's
 *fetch* task (`agentrl.envs.toy.fetch`: the goal is stated in every message, distractor objects,
 2 steps; a uniformly random valid policy wins 1/4 at the default 4 objects x 1 receptacle), a
 450-token byte-level BPE tokenizer trained offline on the task's text with the Qwen3-style chat
-template (`agentrl.learning_tokenizer`), the rollout engine, `WinMinusInvalid` rewards, the
+template (`agentrl.recipes.tokenizer`), the rollout engine, `WinMinusInvalid` rewards, the
 configured advantage estimator, `build_datums`, the PPO loss, and a small Qwen3-architecture
 model trained from scratch on `LocalBackend` (full fine-tuning; LoRA as an option).
 
@@ -33,9 +33,7 @@ from agentrl.backends.base import (
     AdamParams,
     LossConfig,
     LossName,
-    LossNormalisation,
     Sampler,
-    SamplingParams,
 )
 from agentrl.chat import ChatRenderer
 from agentrl.core.types import TaskInfo, TrajectoryGroup
@@ -46,8 +44,20 @@ from agentrl.envs.toy.fetch import (
     random_valid_success,
 )
 from agentrl.envs.toy.plain import uniform_command_policy
-from agentrl.learning_tokenizer import fetch_tokenizer
-from agentrl.rollout import RolloutConfig, rollout_batch
+from agentrl.recipes.fetch import (
+    BENCHMARK,
+    DEMO,
+    DEMO_SEED,
+    HELD_OUT_SEED,
+    MAX_REPLY_TOKENS,
+    MAX_TRAJECTORY_TOKENS,
+    SMOKE,
+    TEST,
+    TRAIN_SEED,
+    LearningSetup,
+    fetch_rollouts,
+)
+from agentrl.recipes.tokenizer import fetch_tokenizer
 
 __all__ = [
     "BENCHMARK",
@@ -62,75 +72,6 @@ __all__ = [
     "plot_learning",
     "run_learning",
 ]
-
-TRAIN_SEED = 0
-HELD_OUT_SEED = 100_000
-DEMO_SEED = 200_000
-
-
-@dataclass(frozen=True)
-class LearningSetup:
-    """One learning run (every random draw fixed by `seed`)."""
-
-    updates: int = 150
-    games_per_batch: int = 8
-    group_size: int = 8
-    learning_rate: float = 5e-4
-    """RL learning rate (Adam); 1e-3 learns faster at first but stalls below 80%."""
-    estimator: str = "group_mean"
-    loss: LossName = LossName.PPO
-    clip_low: float = 0.8
-    clip_high: float = 1.2
-    normalisation: LossNormalisation = LossNormalisation.TOKENS
-    norm_constant: float | None = None
-    tis_cap: float | None = None
-    max_steps_off_policy: int = 0
-    """0: the recipe's synchronous loop; 1: sampled by the previous update's weights, so the
-    ratio differs from 1 and the losses differ (`benchmarks/losses.py`)."""
-    full_finetune: bool = True
-    """Train every weight of the from-scratch model (else LoRA of `lora_rank`)."""
-    lora_rank: int = 32
-    hidden_size: int = 64
-    layers: int = 2
-    rope_theta: float = 10_000.0
-    """Qwen3's 1e6 leaves a 16-dim head almost no positional signal over a 200-token prompt."""
-    objects: int = 4
-    receptacles: int = 1
-    max_steps: int = 3
-    """Replies per episode (one more than a win needs, so one bad reply is survivable)."""
-    train_games: int = 2048
-    eval_games: int = 48
-    eval_samples: int = 4
-    eval_every: int = 10
-    demos: int = 256
-    """Demonstrations of the random valid policy (warm start)."""
-    sft_steps: int = 300
-    """Supervised steps of the warm start: fewer leave many invalid replies (0.5 per turn at
-    150 steps), which RL then spends its first updates removing."""
-    sft_batch: int = 32
-    sft_learning_rate: float = 1e-3
-    seed: int = 0
-
-
-BENCHMARK = LearningSetup()
-"""`benchmarks/learning.py`: one run per estimator and seed (about 3 minutes each)."""
-TEST = LearningSetup(updates=100, eval_every=100)
-"""The fast learning test (`tests/test_learning_wins.py`, about 2 minutes on 2 cores)."""
-DEMO = LearningSetup(updates=100, eval_every=20)
-"""The first phase of `agentrl demo`."""
-SMOKE = LearningSetup(
-    updates=2,
-    games_per_batch=2,
-    group_size=2,
-    train_games=8,
-    eval_games=2,
-    eval_samples=2,
-    eval_every=1,
-    demos=4,
-    sft_steps=2,
-    sft_batch=4,
-)
-"""Plumbing only (seconds): the smoke tests of the benchmark script and the demo phase."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +133,9 @@ async def held_out_success(
 ) -> EvalPoint:
     """Success of `sampler` on the held-out fetch games (temperature 1, the sampler's own
     seeded stream: a fixed per-request seed would give every game the same random draws)."""
-    groups = await _rollouts(sampler, tokenizer, setup, _held_out(setup), setup.eval_samples, None)
+    groups = await fetch_rollouts(
+        sampler, tokenizer, setup, _held_out(setup), setup.eval_samples, None
+    )
     return _summary(update, groups, started if started is not None else time.perf_counter())
 
 
@@ -200,36 +143,6 @@ def _held_out(setup: LearningSetup) -> list[TaskInfo]:
     return fetch_tasks(
         setup.eval_games, HELD_OUT_SEED, "valid_unseen", setup.objects, setup.receptacles
     )
-
-
-async def _rollouts(
-    sampler: Sampler,
-    tokenizer: Any,
-    setup: LearningSetup,
-    tasks: list[TaskInfo],
-    group: int,
-    seed: int | None,
-) -> list[TrajectoryGroup]:
-    config = RolloutConfig(
-        group_size=group,
-        max_env_steps=setup.max_steps,
-        max_assistant_tokens=MAX_REPLY_TOKENS,
-        max_trajectory_tokens=MAX_TRAJECTORY_TOKENS,
-        sampling=SamplingParams(temperature=1.0, seed=seed),
-    )
-    return await rollout_batch(
-        tasks,
-        env_factory=fetch_group_factory(setup.objects, setup.receptacles, setup.max_steps),
-        sampler=sampler,
-        renderer=ChatRenderer(tokenizer),
-        protocol=FetchCommands(),
-        config=config,
-        max_concurrent_groups=len(tasks),
-    )
-
-
-MAX_REPLY_TOKENS = 12
-MAX_TRAJECTORY_TOKENS = 1024
 
 
 def _backend(setup: LearningSetup, tokenizer: Any, run_dir: Path) -> Any:
@@ -275,7 +188,7 @@ async def run_learning(
     random_point = await held_out_success(random_sampler, tokenizer, setup, started=started)
     demo_tasks = fetch_tasks(setup.demos, DEMO_SEED, "train", setup.objects, setup.receptacles)
     demo_policy = PolicySampler(tokenizer, uniform_command_policy(setup.seed))
-    demo_groups = await _rollouts(demo_policy, tokenizer, setup, demo_tasks, 1, None)
+    demo_groups = await fetch_rollouts(demo_policy, tokenizer, setup, demo_tasks, 1, None)
     demos = [
         trajectory_to_datum(t, [1.0] * len(t.turns)) for g in demo_groups for t in g.trajectories
     ]
