@@ -29,6 +29,7 @@ MOVED: Mapping[str, str] = MappingProxyType(
         "agentrl.backends.pytrio_sampler": "agentrl.backends.pytrio.sampler",
         "agentrl.backends.pytrio_sdk": "agentrl.backends.pytrio.sdk",
         "agentrl.checkpoints": "agentrl.training.checkpoints",
+        "agentrl.cli_args": "agentrl.cli.args",
         "agentrl.datums": "agentrl.algo.datums",
         "agentrl.demo": "agentrl.recipes.demo",
         "agentrl.env": "agentrl.core.env",

@@ -12,15 +12,32 @@ import enum
 import types
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-__all__ = ["ConfigArgumentError", "add_config_arguments", "config_from_args", "flag_name"]
+__all__ = [
+    "ConfigArgumentError",
+    "Subparsers",
+    "UsageError",
+    "add_config_arguments",
+    "config_from_args",
+    "flag_name",
+]
+
+if TYPE_CHECKING:
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    Subparsers = argparse._SubParsersAction
+"""What each command's `add_parser(subparsers)` registers its parser with."""
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class UsageError(Exception):
+    """A problem the user can fix; printed as one line (exit status 2 for flags, else 1)."""
 
 
 class ConfigArgumentError(ValueError):
