@@ -3,7 +3,7 @@
 A small Qwen3-architecture model, randomly initialised, is trained by imitation on the
 demonstrations of an exploring expert that sees only what the agent sees, then by RL through
 the Trainer, and evaluated on generated valid_unseen games before and after RL (the recipe:
-`agentrl.learning_alfworld`). It writes `result.json` (every number, per-phase seconds) and
+`agentrl.recipes.alfworld_scratch`). It writes `result.json` (every number, per-phase seconds) and
 `result.md` (a table) into `--out`, the Trainer's metrics into `--out/run/metrics.jsonl`;
 the last line printed is
 
@@ -26,7 +26,7 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from agentrl.learning_alfworld import PRESETS, ScratchResult, run_scratch
+from agentrl.recipes.alfworld_scratch import PRESETS, ScratchResult, run_scratch
 
 
 def markdown(result: ScratchResult) -> str:

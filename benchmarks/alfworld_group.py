@@ -21,8 +21,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from agentrl.core.types import EnvStep, TaskInfo
 from agentrl.envs.alfworld.group import AlfworldEnvGroup, AlfworldEnvOptions
-from agentrl.types import EnvStep, TaskInfo
 
 ENGINES = ("textworld", "fast")
 

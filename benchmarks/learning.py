@@ -1,8 +1,8 @@
 """Learning that wins: held-out success of the fetch task from the random policy's level up.
 
 Trains the small from-scratch model (project tokenizer, full fine-tuning, local backend) with
-the library's Trainer, rollout engine, estimators and PPO loss (`agentrl.learning`), for every
-estimator and seed, each run in its own process with one torch thread; then writes the curves
+the library's Trainer, rollout engine, estimators and PPO loss (`agentrl.recipes.learning`), for
+every estimator and seed, each run in its own process with one torch thread; then writes the curves
 (`learning.png`: held-out success per update, mean over seeds with a min-max band), a markdown
 table (`learning.md`), the raw results (`runs/*.json`) and which estimator differences exceed
 seed noise. The last line printed is
@@ -24,7 +24,7 @@ from pathlib import Path
 import learning_runs
 from learning_runs import Variant
 
-from agentrl.learning import LearningSetup
+from agentrl.recipes.learning import LearningSetup
 
 ESTIMATORS = ("group_mean", "group_normalized", "leave_one_out", "gigpo")
 

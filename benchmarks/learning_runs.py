@@ -1,10 +1,11 @@
 """Shared machinery of the learning benchmarks (`learning.py`: estimators, `losses.py`: losses).
 
-A *variant* is a name and a change to `agentrl.learning.LearningSetup`; every (variant, seed)
-runs `agentrl.learning.run_learning` in its own process with one torch thread (`--jobs` at a
-time), writing `runs/<variant>-seed<k>.json`. The parent then writes the curves (PNG: held-out
-success per update, mean over seeds with a min-max band, the random policy dashed), a markdown
-table, which pairwise differences exceed seed noise, and the one-line summary.
+A *variant* is a name and a change to `agentrl.recipes.learning.LearningSetup`; every (variant,
+seed) runs `agentrl.recipes.learning.run_learning` in its own process with one torch thread
+(`--jobs` at a time), writing `runs/<variant>-seed<k>.json`. The parent then writes the curves
+(PNG: held-out success per update, mean over seeds with a min-max band, the random policy
+dashed), a markdown table, which pairwise differences exceed seed noise, and the one-line
+summary.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from agentrl import learning
-from agentrl.learning import LearningSetup
+from agentrl.recipes import learning
+from agentrl.recipes.learning import LearningSetup
 
 Run = dict[str, Any]
-"""One run's JSON result (an `agentrl.learning.LearningResult` as written by the worker)."""
+"""One run's JSON result (an `agentrl.recipes.learning.LearningResult` as written by the worker)."""
 Variant = Callable[[LearningSetup], LearningSetup]
 """A change to the setup (e.g. another estimator or loss)."""
 
@@ -57,7 +58,7 @@ def worker(args: argparse.Namespace, variants: Mapping[str, Variant]) -> None:
     """One (variant, seed) run in this process; writes its JSON result."""
     import torch
 
-    from agentrl.learning import fetch_tokenizer, run_learning
+    from agentrl.recipes.learning import fetch_tokenizer, run_learning
 
     torch.set_num_threads(1)
     setup = variants[args.variant](base_setup(args.size, args.seed, args.updates))

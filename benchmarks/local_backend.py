@@ -41,15 +41,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentrl.advantages import GroupMean
+from agentrl.algo.advantages import GroupMean
+from agentrl.algo.datums import Datum, build_datums
 from agentrl.backends.base import AdamParams, LossConfig, LossName, SamplingParams
 from agentrl.backends.local import LocalBackend, LocalSampler, LoraSpec
 from agentrl.chat import ChatRenderer
-from agentrl.datums import Datum, build_datums
+from agentrl.chat.tokenizers import build_qwen_tokenizer
+from agentrl.core.types import Completion, TaskInfo, TrajectoryGroup
 from agentrl.envs.toy import ToyEnvGroup, toy_tasks, toy_tool_protocol
 from agentrl.rollout import RolloutConfig, rollout_batch
-from agentrl.tokenizer import build_qwen_tokenizer
-from agentrl.types import Completion, TaskInfo, TrajectoryGroup
 
 ACTIONS = re.compile(r"^([a-z][^\n<]*)", flags=re.MULTILINE)
 HEADING = "Available actions (copy one exactly):"

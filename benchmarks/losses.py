@@ -1,14 +1,14 @@
 """The loss family on the learning benchmark, at the same budget and seeds: PPO, clip-higher,
 importance sampling, CISPO, GSPO, Dr. GRPO's constant normalisation and TIS.
 
-Every variant trains the fetch task of `agentrl.learning` (the same warm start, games, seeds and
-update count as `benchmarks/learning.py`) one update off-policy (`max_steps_off_policy=1`):
-each batch is sampled by the previous update's weights, so the ratio to the behaviour policy is
-not 1 and the losses really differ (on-policy, with one optimizer step per batch, ppo, importance
-sampling, CISPO and TIS have the same gradient). `ppo_on_policy` is the synchronous recipe
-(k = 0) for reference. The KL penalty is not in the table: its reference is the base model with
-the LoRA adapter disabled, and this benchmark trains every weight of a from-scratch model (no
-adapter, no meaningful reference); its math is covered by tests/test_losses*.py.
+Every variant trains the fetch task of `agentrl.recipes.learning` (the same warm start, games, seeds
+and update count as `benchmarks/learning.py`) one update off-policy (`max_steps_off_policy=1`): each
+batch is sampled by the previous update's weights, so the ratio to the behaviour policy is not 1 and
+the losses really differ (on-policy, with one optimizer step per batch, ppo, importance sampling,
+CISPO and TIS have the same gradient). `ppo_on_policy` is the synchronous recipe (k = 0) for
+reference. The KL penalty is not in the table: its reference is the base model with the LoRA adapter
+disabled, and this benchmark trains every weight of a from-scratch model (no adapter, no meaningful
+reference); its math is covered by tests/test_losses*.py.
 
     python benchmarks/losses.py --out runs/losses [--losses ppo cispo ...] [--seeds 3]
 
@@ -27,7 +27,7 @@ import learning_runs
 from learning_runs import Variant
 
 from agentrl.backends.base import LossName, LossNormalisation
-from agentrl.learning import LearningSetup
+from agentrl.recipes.learning import LearningSetup
 
 ON_POLICY = "ppo_on_policy"
 TOKENS_PER_UPDATE = 640.0

@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl import recipe
+from agentrl.algo.datums import Datum
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -53,15 +53,16 @@ from agentrl.backends.base import (
     SamplingParams,
 )
 from agentrl.backends.streaming import SummedStream
+from agentrl.chat.tokenizers import build_qwen_tokenizer
 from agentrl.config import TrainConfig
-from agentrl.datums import Datum
+from agentrl.core.types import Completion
 from agentrl.envs.toy import toy_tool_protocol
+from agentrl.envs.toy.policies import noisy_toy_policy
 from agentrl.reporting.sinks import Reportable
 from agentrl.testing import PolicySampler
-from agentrl.testing.signal import HashReward, noisy_toy_policy
-from agentrl.tokenizer import build_qwen_tokenizer
-from agentrl.trainer import Trainer
-from agentrl.types import Completion
+from agentrl.testing.signal import HashReward
+from agentrl.training import recipe
+from agentrl.training.trainer import Trainer
 
 PROTOCOL = toy_tool_protocol()
 HEADING = "Available actions (copy one exactly):"

@@ -50,6 +50,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agentrl.chat import ChatRenderer
+from agentrl.chat.tokenizers import build_qwen_tokenizer, load_tokenizer
+from agentrl.core.types import TaskInfo, Trajectory
 from agentrl.envs.alfworld import (
     PlannerPolicy,
     find_games,
@@ -59,8 +61,6 @@ from agentrl.envs.alfworld import (
 from agentrl.envs.alfworld.tools import alfworld_tool_protocol
 from agentrl.rollout import RolloutConfig, rollout_group
 from agentrl.testing import PolicySampler
-from agentrl.tokenizer import build_qwen_tokenizer, load_tokenizer
-from agentrl.types import TaskInfo, Trajectory
 
 BUDGET = 12_000
 

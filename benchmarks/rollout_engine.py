@@ -30,11 +30,11 @@ from typing import Any
 
 from agentrl.backends.base import SamplingParams
 from agentrl.chat import ChatRenderer
+from agentrl.core.types import Completion, CompletionStop, TaskInfo, TrajectoryGroup
 from agentrl.envs.alfworld import AlfworldEnvOptions, alfworld_group_factory
 from agentrl.envs.alfworld.pool import EnvWorkerPool
 from agentrl.envs.alfworld.tools import alfworld_tool_protocol
 from agentrl.rollout import RolloutConfig, rollout_batch
-from agentrl.types import Completion, CompletionStop, TaskInfo, TrajectoryGroup
 
 HEADING = "Available actions (copy one exactly):"
 

@@ -32,10 +32,10 @@ from agentrl.backends.base import SamplingParams
 from agentrl.backends.local import LocalBackend
 from agentrl.backends.local.model import qwen3_config, random_causal_lm, select_device
 from agentrl.chat import ChatRenderer
+from agentrl.chat.tokenizers import build_qwen_tokenizer
+from agentrl.core.types import TaskInfo
 from agentrl.envs.toy import ToyEnvGroup, toy_tasks, toy_tool_protocol
 from agentrl.rollout import RolloutConfig, rollout_batch
-from agentrl.tokenizer import build_qwen_tokenizer
-from agentrl.types import TaskInfo
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ Run: python examples/01_reward_estimator_datum.py
 from dataclasses import replace
 
 from agentrl import GroupMean, TrajectoryGroup, WinMinusInvalid, build_datums
+from agentrl.core.types import TurnStatus
 from agentrl.testing import synthetic_trajectory
-from agentrl.types import TurnStatus
 
 S = TurnStatus
 reward = WinMinusInvalid(win_reward=1.0, invalid_penalty=0.1)

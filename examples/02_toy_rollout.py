@@ -11,10 +11,10 @@ Run: python examples/02_toy_rollout.py
 import asyncio
 
 from agentrl import ChatRenderer, GroupMean, RolloutConfig, build_datums, rollout_group
+from agentrl.chat.tokenizers import build_qwen_tokenizer
 from agentrl.envs.toy import make_toy_group, toy_tasks, toy_tool_protocol
-from agentrl.records import TrajectoryRecord
+from agentrl.store.records import TrajectoryRecord
 from agentrl.testing import ScriptedSampler
-from agentrl.tokenizer import build_qwen_tokenizer
 
 tokenizer = build_qwen_tokenizer()  # real Qwen BPE, built offline from dashscope's vocabulary
 protocol = toy_tool_protocol()  # the ToolProtocol: one tool, toy_step(action)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from agentrl import ChatRenderer, LeaveOneOut, RolloutConfig, TrainConfig, Trainer, rollout_group
 from agentrl.backends.local import LocalBackend, LoraSpec
-from agentrl.demo import demonstration_datums, warm_start
+from agentrl.chat.tokenizers import build_qwen_tokenizer
 from agentrl.envs.toy import make_toy_group, toy_task, toy_tasks, toy_tool_protocol
+from agentrl.recipes.demo import demonstration_datums, warm_start
 from agentrl.testing import ScriptedSampler
-from agentrl.tokenizer import build_qwen_tokenizer
 
 out = Path(os.environ.get("AGENTRL_EXAMPLE_OUT", "runs/examples")) / "03_train_tiny_model"
 shutil.rmtree(out, ignore_errors=True)  # a fresh run each time (a Trainer never reuses a run)

@@ -5,7 +5,8 @@ live in `agentrl.envs.*` and `agentrl.backends.*` and import their optional depe
 lazily.
 """
 
-from agentrl.advantages import (
+from agentrl import _legacy
+from agentrl.algo.advantages import (
     AdvantageEstimator,
     Advantages,
     GroupAdvantages,
@@ -13,6 +14,8 @@ from agentrl.advantages import (
     GroupNormalized,
     LeaveOneOut,
 )
+from agentrl.algo.datums import Datum, build_datums, trajectory_to_datum
+from agentrl.algo.rewards import RewardFn, WinMinusInvalid
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -26,28 +29,10 @@ from agentrl.backends.base import (
     TrainingBackend,
 )
 from agentrl.chat import ChatRenderer, ChatTemplateError, HistoryRewriteError
+from agentrl.chat.tool_calls import parse_tool_call
 from agentrl.config import EvalConfig, TrainConfig
-from agentrl.datums import Datum, build_datums, trajectory_to_datum
-from agentrl.env import EnvAction, EnvGroup, EnvGroupFactory, command_of
-from agentrl.evaluation import EvalOutcome, evaluate, evaluate_tasks, model_player
-from agentrl.rewards import RewardFn, WinMinusInvalid
-from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
-from agentrl.tool_calls import parse_tool_call
-from agentrl.tools import (
-    CommandTool,
-    FunctionEnv,
-    FunctionEnvGroup,
-    FunctionTool,
-    FunctionTools,
-    StatusTexts,
-    ToolArgumentError,
-    ToolProtocol,
-    ToolResult,
-    function_env_factory,
-    tool,
-)
-from agentrl.trainer import Trainer, TrainResult
-from agentrl.types import (
+from agentrl.core.env import EnvAction, EnvGroup, EnvGroupFactory, command_of
+from agentrl.core.types import (
     Completion,
     CompletionStop,
     EnvStep,
@@ -64,6 +49,24 @@ from agentrl.types import (
     Turn,
     TurnStatus,
 )
+from agentrl.evaluation import EvalOutcome, evaluate, evaluate_tasks, model_player
+from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
+from agentrl.tools import (
+    CommandTool,
+    FunctionEnv,
+    FunctionEnvGroup,
+    FunctionTool,
+    FunctionTools,
+    StatusTexts,
+    ToolArgumentError,
+    ToolProtocol,
+    ToolResult,
+    function_env_factory,
+    tool,
+)
+from agentrl.training.trainer import Trainer, TrainResult
+
+_legacy.install()  # old module paths (`agentrl.training.trainer` ...) keep working
 
 __version__ = "0.1.0"
 

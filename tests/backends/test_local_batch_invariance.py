@@ -2,7 +2,7 @@
 
 A request served alone, in a batch with others of other lengths (left padding), or with only
 1-3 rows, gets bit-identical tokens and logprobs for the same seed; keyed seeds make the
-rollout's draws independent of arrival order (`agentrl.seeds`, `KeyedPolicySampler`).
+rollout's draws independent of arrival order (`agentrl.core.seeds`, `KeyedPolicySampler`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from agentrl.backends.local import LocalBackend  # noqa: E402
 from agentrl.backends.local.generation import GenRequest, GenResult, generate  # noqa: E402
 from agentrl.backends.local.invariant import DECODE_ROW_MULTIPLE, ROWWISE  # noqa: E402
 from agentrl.backends.local.kvcache import PrefixKVCache  # noqa: E402
-from agentrl.seeds import derive_seed  # noqa: E402
+from agentrl.core.seeds import derive_seed  # noqa: E402
 from agentrl.testing import KeyedPolicySampler  # noqa: E402
 
 

@@ -253,7 +253,7 @@ async def test_env_errors_are_counted_and_retried_on_resume(tmp_path: Path) -> N
     async def play(task: TaskInfo) -> TrajectoryGroup:
         if task.task_id in broken:
             raise RuntimeError("the game server went away")
-        from agentrl.evaluation import _failed_group
+        from agentrl.evaluation.run import _failed_group
 
         group = _failed_group(task, 1, RuntimeError("unused"))
         trajectory = group.trajectories[0]

@@ -24,8 +24,8 @@ from agentrl.backends.streaming import GradientStream
 from agentrl.config import TrainConfig
 from agentrl.datums import Datum
 from agentrl.envs.toy import toy_tool_protocol
+from agentrl.envs.toy.policies import noisy_toy_policy
 from agentrl.testing import PolicySampler
-from agentrl.testing.signal import noisy_toy_policy
 from agentrl.trainer import Trainer
 
 PROTOCOL = toy_tool_protocol()

@@ -11,10 +11,10 @@ import pytest
 
 from agentrl.backends.base import SamplingParams
 from agentrl.chat import ChatRenderer
+from agentrl.core.seeds import derive_seed
 from agentrl.datums import trajectory_to_datum
 from agentrl.envs.toy import ToyEnvGroup, make_toy_group, toy_task, toy_tasks, toy_tool_protocol
 from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
-from agentrl.seeds import derive_seed
 from agentrl.testing import PolicySampler, ScriptedSampler, ScriptItem, synthetic_logprobs
 from agentrl.types import (
     Completion,

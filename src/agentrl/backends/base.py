@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from agentrl.backends.mismatch import LogprobMismatch
-from agentrl.datums import Datum
-from agentrl.types import Completion
+from agentrl.algo.datums import Datum
+from agentrl.algo.loss_config import KLEstimator, LossConfig, LossName, LossNormalisation
+from agentrl.algo.mismatch import LogprobMismatch
+from agentrl.core.types import Completion
 
 __all__ = [
     "AdamParams",
@@ -60,80 +61,6 @@ class Sampler(Protocol):
     ) -> list[Completion]:
         """`num_samples` independent completions of `prompt_tokens`."""
         ...
-
-
-class LossName(StrEnum):
-    """Policy-gradient losses (reference math: `agentrl.losses`)."""
-
-    PPO = "ppo"
-    """Token-level clipped surrogate; an asymmetric clip (`clip_high` further from 1 than
-    `clip_low`, "clip-higher" as in DAPO) is just a `LossConfig` setting."""
-    IMPORTANCE_SAMPLING = "importance_sampling"
-    CROSS_ENTROPY = "cross_entropy"
-    """Supervised negative log-likelihood of the masked (assistant) tokens; for warm starts.
-    `logprobs` and `advantages` are ignored."""
-    CISPO = "cispo"
-    """Clipped importance-sampling weight (no gradient through it) times the REINFORCE term
-    (MiniMax-M1): every token keeps a gradient, however far its ratio has moved."""
-    GSPO = "gspo"
-    """Sequence-level ratio (geometric mean of the token ratios of a datum) and clipping
-    (Qwen GSPO, token form so per-turn advantages still work)."""
-
-
-class LossNormalisation(StrEnum):
-    """What the summed per-token loss of one `forward_backward` call is divided by."""
-
-    TOKENS = "tokens"
-    """The number of trained tokens of the whole call (per token over the batch; on the
-    services: whatever the service does, see docs/backends.md)."""
-    SEQUENCE = "sequence"
-    """Mean over each datum's tokens, then mean over datums (GRPO as published)."""
-    CONSTANT = "constant"
-    """A fixed constant (`LossConfig.norm_constant`), as in Dr. GRPO: no length bias."""
-
-
-class KLEstimator(StrEnum):
-    """Per-token estimator of KL(policy || reference) from sampled tokens."""
-
-    K1 = "k1"
-    """`logp - ref_logp` (unbiased, high variance, can be negative)."""
-    K3 = "k3"
-    """`exp(ref - logp) - (ref - logp) - 1` (unbiased, never negative; Schulman's k3)."""
-
-
-@dataclass(frozen=True)
-class LossConfig:
-    """Loss hyper-parameters: ratio clip thresholds, normalisation, KL penalty, TIS cap."""
-
-    clip_low: float = 0.8
-    clip_high: float = 1.2
-    normalisation: LossNormalisation = LossNormalisation.TOKENS
-    norm_constant: float | None = None
-    """The divisor of `LossNormalisation.CONSTANT` (required there, unused otherwise)."""
-    kl_coef: float = 0.0
-    """Weight of the KL penalty to the reference policy (local backend: the base model with
-    the LoRA adapter disabled); 0 disables it."""
-    kl_estimator: KLEstimator = KLEstimator.K3
-    tis_cap: float | None = None
-    """Truncated importance sampling: weight each token by `min(pi_trainer / pi_sampler, cap)`
-    and take the loss's ratio against the trainer's own (detached) logprobs; None disables."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.clip_low <= 1 <= self.clip_high:
-            raise ValueError(
-                f"LossConfig needs 0 < clip_low <= 1 <= clip_high, got "
-                f"{self.clip_low} / {self.clip_high}"
-            )
-        normalisation = LossNormalisation(self.normalisation)
-        if normalisation is LossNormalisation.CONSTANT and not (self.norm_constant or 0) > 0:
-            raise ValueError(
-                f"LossConfig.normalisation='constant' needs norm_constant > 0, got "
-                f"{self.norm_constant}"
-            )
-        if self.kl_coef < 0:
-            raise ValueError(f"LossConfig.kl_coef must be >= 0, got {self.kl_coef}")
-        if self.tis_cap is not None and not self.tis_cap > 0:
-            raise ValueError(f"LossConfig.tis_cap must be > 0 or None, got {self.tis_cap}")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ local backend's trained tokens or datums, pytrio's batch plan). So streaming goe
 What each backend does (see docs/losses-and-offpolicy.md):
 
 - local: every part accumulates *unnormalised* gradients (the summed loss); `finish` divides
-  the accumulated gradients by `agentrl.losses.loss_divisor` of the whole batch (its trained
+  the accumulated gradients by `agentrl.algo.losses.loss_divisor` of the whole batch (its trained
   tokens, its datums, or the constant) before the step: the same gradient up to float
   rounding (`LocalGradientStream`).
 - tinker: its losses are sums over target tokens with no per-call divisor, so calls before one
@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from agentrl.algo.datums import Datum
+from agentrl.algo.mismatch import merge_mismatch
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName, TrainingBackend
-from agentrl.backends.mismatch import merge_mismatch
-from agentrl.datums import Datum
 
 __all__ = [
     "GradientStream",

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl._optional import require
+from agentrl.algo.datums import Datum
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -37,8 +38,7 @@ from agentrl.backends.base import (
     SamplingParams,
 )
 from agentrl.backends.streaming import GradientStream
-from agentrl.datums import Datum
-from agentrl.types import Completion, CompletionStop
+from agentrl.core.types import Completion, CompletionStop
 
 __all__ = [
     "VLLM_LORA_RANKS",

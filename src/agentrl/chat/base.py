@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from agentrl.types import Message
+from agentrl.core.types import Message
 
 __all__ = ["ChatTemplateError", "ChatTokenizer", "HistoryRewriteError", "message_to_dict"]
 

@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentrl.chat.dialects import ToolCallDialect
-from agentrl.types import JsonValue, Message
+from agentrl.core.types import JsonValue, Message
 
 __all__ = [
     "ExtensionMode",

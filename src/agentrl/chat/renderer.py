@@ -50,7 +50,7 @@ from agentrl.chat.history import (
     structured_messages,
     warn_once,
 )
-from agentrl.types import JsonObject, JsonValue, Message, ToolCall
+from agentrl.core.types import JsonObject, JsonValue, Message, ToolCall
 
 __all__ = [
     "ChatRenderer",
@@ -392,7 +392,7 @@ class ChatRenderer:
                     f"conversation renders differently later ({where}"
                     "). agentrl extends prompts token by token, so training would use tokens "
                     "this template no longer produces. Use a template that renders past turns "
-                    "as generated (--chat-template PATH, e.g. agentrl.tokenizer."
+                    "as generated (--chat-template PATH, e.g. agentrl.chat.tokenizers."
                     "QWEN_CHAT_TEMPLATE for Qwen models, chat_template=...), or pass "
                     "--allow-history-rewrite (allow_history_rewrite=True) to keep the exact "
                     "sampled tokens anyway."

@@ -5,16 +5,6 @@ SwanLab, W&B, plots (matplotlib) and the viewer are imported from their own modu
 light.
 """
 
-from agentrl.reporting.jsonl import JsonlError, JsonlWriter, WriteMode, read_jsonl
-from agentrl.reporting.records import (
-    EpisodeEntry,
-    EvalFile,
-    episode_id,
-    episode_record,
-    read_eval_file,
-    run_record,
-    summary_record,
-)
 from agentrl.reporting.sinks import (
     SUMMARY_COLUMNS,
     TRAIN_COLUMNS,
@@ -28,6 +18,16 @@ from agentrl.reporting.sinks import (
     make_sinks,
     tracker_sinks,
 )
+from agentrl.store.eval_records import (
+    EpisodeEntry,
+    EvalFile,
+    episode_id,
+    episode_record,
+    read_eval_file,
+    run_record,
+    summary_record,
+)
+from agentrl.store.jsonl import JsonlError, JsonlWriter, WriteMode, read_jsonl
 
 __all__ = [
     "SUMMARY_COLUMNS",

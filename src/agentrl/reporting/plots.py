@@ -22,8 +22,8 @@ from matplotlib.axes import Axes
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
-from agentrl.metrics import OVERALL, SplitSummary
-from agentrl.reporting.records import EvalFile, read_eval_file
+from agentrl.algo.metrics import OVERALL, SplitSummary
+from agentrl.store.eval_records import EvalFile, read_eval_file
 
 __all__ = ["PlotError", "RunPoint", "plot_eval_files", "plot_runs", "run_points"]
 

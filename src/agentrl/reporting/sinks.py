@@ -12,13 +12,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TextIO, runtime_checkable
+from typing import TextIO
 
 from tqdm import tqdm  # type: ignore[import-untyped]
 
 from agentrl.config import SwanLabMode, WandbMode
-from agentrl.reporting.jsonl import JsonlWriter, WriteMode
-from agentrl.types import JsonObject, JsonValue
+from agentrl.core.types import JsonObject, JsonValue
+from agentrl.reporting.base import MetricSink, Reportable, TrackerRunSink
+from agentrl.store.jsonl import JsonlWriter, WriteMode
 
 __all__ = [
     "SUMMARY_COLUMNS",
@@ -34,32 +35,6 @@ __all__ = [
     "make_sinks",
     "tracker_sinks",
 ]
-
-
-@runtime_checkable
-class Reportable(Protocol):
-    """A metrics record (see `agentrl.metrics`)."""
-
-    def to_json(self) -> JsonObject:
-        """The record as a nested JSON object."""
-        ...
-
-    def as_flat(self, prefix: str = "") -> dict[str, float]:
-        """Numeric fields as a flat `{"a/b": value}` map."""
-        ...
-
-
-@runtime_checkable
-class MetricSink(Protocol):
-    """Somewhere metrics go."""
-
-    def log(self, kind: str, step: int, record: Reportable) -> None:
-        """Record one metrics record."""
-        ...
-
-    def close(self) -> None:
-        """Flush and release resources (idempotent)."""
-        ...
 
 
 class JsonlSink:
@@ -80,26 +55,6 @@ class JsonlSink:
     def close(self) -> None:
         """Close the file."""
         self._writer.close()
-
-
-class TrackerRunSink:
-    """Shared part of the experiment-tracker sinks (SwanLab, W&B): a run object with
-    `log(dict, step=)` and `finish()`, set up by the subclass as `self._run`."""
-
-    _run: Any
-    _closed: bool = False
-
-    def log(self, kind: str, step: int, record: Reportable) -> None:
-        """Log every numeric field of `record` under `kind/`."""
-        if self._closed:
-            raise ValueError(f"{type(self).__name__} is closed")
-        self._run.log(record.as_flat(prefix=kind), step=step)
-
-    def close(self) -> None:
-        """Finish the run (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            self._run.finish()
 
 
 @dataclass(frozen=True)

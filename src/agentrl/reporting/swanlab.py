@@ -16,8 +16,8 @@ from typing import Any
 
 from agentrl._optional import require
 from agentrl.config import SwanLabMode
-from agentrl.reporting.sinks import TrackerRunSink
-from agentrl.types import JsonObject
+from agentrl.core.types import JsonObject
+from agentrl.reporting.base import TrackerRunSink
 
 __all__ = ["SwanLabError", "SwanLabSink", "has_credentials"]
 

@@ -16,10 +16,10 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from agentrl.metrics import SplitSummary
-from agentrl.records import TrajectoryRecord
-from agentrl.reporting.records import EvalFile, read_eval_file, summaries_in_order
-from agentrl.types import JsonObject, JsonValue
+from agentrl.algo.metrics import SplitSummary
+from agentrl.core.types import JsonObject, JsonValue
+from agentrl.store.eval_records import EvalFile, read_eval_file, summaries_in_order
+from agentrl.store.records import TrajectoryRecord
 
 __all__ = ["render_html", "viewer_data", "write_viewer"]
 

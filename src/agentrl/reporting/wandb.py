@@ -15,8 +15,8 @@ from urllib.parse import urlparse
 
 from agentrl._optional import require
 from agentrl.config import WandbMode
-from agentrl.reporting.sinks import TrackerRunSink
-from agentrl.types import JsonObject
+from agentrl.core.types import JsonObject
+from agentrl.reporting.base import TrackerRunSink
 
 __all__ = ["WandbError", "WandbSink", "has_credentials"]
 

@@ -6,8 +6,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentrl.env import EnvGroup
-from agentrl.types import EnvAction, EnvStep
+from agentrl.core.env import EnvGroup
+from agentrl.core.types import EnvAction, EnvStep
 
 ActionChooser = Callable[[EnvStep, random.Random], EnvAction]
 """Picks a valid action for a branch's current step (default: a random admissible action)."""

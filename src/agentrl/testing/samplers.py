@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Protocol, TypeAlias
 
 from agentrl.backends.base import SamplingParams
-from agentrl.seeds import derive_seed
-from agentrl.types import (
+from agentrl.core.seeds import derive_seed
+from agentrl.core.types import (
     Completion,
     CompletionStop,
 )

@@ -1,9 +1,11 @@
-"""Learning signal without a model: a seeded imperfect toy policy and a hash reward.
+"""Learning signal without a model: a seeded imperfect policy and a hash reward.
 
 The random-initialised tiny model never writes a tool call, so every group it plays is
 degenerate (all rewards equal). Tests and benchmarks that need updates which really train
-play `noisy_toy_policy` through a `PolicySampler` (a listed action 70%, an impossible one 20%,
-no call 10%), or score any replies with `HashReward` (groups are almost never degenerate).
+play `noisy_policy` through a `PolicySampler` (a listed action 70%, an impossible one 20%,
+no call 10%; the toy env's: `agentrl.envs.toy.policies.noisy_toy_policy`), or score any replies with
+`HashReward` (groups are almost never degenerate). No env is imported here: the policy is
+given how to write a call and where the prompt lists the actions.
 """
 
 from __future__ import annotations
@@ -12,20 +14,24 @@ import random
 import zlib
 from collections.abc import Callable
 
-from agentrl.envs.toy.plain import ACTIONS_HEADING
-from agentrl.envs.toy.tools import toy_tool_protocol
-from agentrl.types import Trajectory
+from agentrl.core.types import Trajectory
 
-__all__ = ["HashReward", "noisy_toy_policy"]
+__all__ = ["HashReward", "noisy_policy"]
 
 
-def noisy_toy_policy(seed: int, *, prompt_seeded: bool = False) -> Callable[[str], str]:
-    """A `policy(prompt_text) -> reply` for the toy env's tool protocol.
+def noisy_policy(
+    seed: int,
+    *,
+    call_text: Callable[[str], str],
+    actions_heading: str,
+    prompt_seeded: bool = False,
+) -> Callable[[str], str]:
+    """A `policy(prompt_text) -> reply` that writes its calls with `call_text(action)` and reads
+    the listed actions from the lines after the last `actions_heading` of the prompt.
 
     With `prompt_seeded=True` each reply is drawn from a generator seeded by the prompt text
     and how often it was asked, so the same trajectories are played whatever order concurrent
     rollouts ask in; otherwise one generator seeded by `seed` serves the calls in order."""
-    protocol = toy_tool_protocol()
     shared = random.Random(seed)
     asked: dict[str, int] = {}
 
@@ -35,13 +41,13 @@ def noisy_toy_policy(seed: int, *, prompt_seeded: bool = False) -> Callable[[str
             count = asked.get(prompt, 0)
             asked[prompt] = count + 1
             rng = random.Random(zlib.crc32(prompt.encode()) * 1009 + count * 31 + seed)
-        block = prompt.rsplit(ACTIONS_HEADING, 1)[-1].split("<|im_end|>", 1)[0]
+        block = prompt.rsplit(actions_heading, 1)[-1].split("<|im_end|>", 1)[0]
         listed = block.strip().splitlines()
         roll = rng.random()
         if roll < 0.7 and listed:
-            return protocol.call_text(rng.choice(listed).strip())
+            return call_text(rng.choice(listed).strip())
         if roll < 0.9:
-            return protocol.call_text("fly to the moon")
+            return call_text("fly to the moon")
         return "I think I am done."
 
     return policy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from agentrl.types import (
+from agentrl.core.types import (
     EnvStep,
     ParsedAction,
     ParseErrorKind,

@@ -6,9 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentrl.chat.dialects.base import ToolCallDialect
-from agentrl.tool_calls import check_command_call, json_tool_call, parse_tool_call, xml_tool_call
-from agentrl.tools.protocol import ToolResult
-from agentrl.types import (
+from agentrl.chat.tool_calls import (
+    check_command_call,
+    json_tool_call,
+    parse_tool_call,
+    xml_tool_call,
+)
+from agentrl.core.types import (
     EnvStep,
     JsonObject,
     Message,
@@ -17,6 +21,7 @@ from agentrl.types import (
     ToolCall,
     TurnStatus,
 )
+from agentrl.tools.protocol import ToolResult
 
 __all__ = ["CommandTool", "StatusTexts"]
 

@@ -31,7 +31,7 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
-from agentrl.types import JsonObject, JsonValue, ToolCall
+from agentrl.core.types import JsonObject, JsonValue, ToolCall
 
 __all__ = ["FunctionTool", "ToolArgumentError", "tool"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from agentrl.core.types import EnvAction, EnvStep, TaskInfo
 from agentrl.tools.functions import FunctionTool
 from agentrl.tools.toolset import FunctionTools
-from agentrl.types import EnvAction, EnvStep, TaskInfo
 
 __all__ = ["FunctionEnv", "FunctionEnvGroup", "function_env_factory"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from agentrl.chat.dialects.base import ToolCallDialect
-from agentrl.types import (
+from agentrl.core.types import (
     EnvStep,
     JsonObject,
     Message,

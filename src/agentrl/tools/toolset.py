@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 
 from agentrl.chat.dialects.base import ToolCallDialect
 from agentrl.chat.dialects.qwen import QwenXmlDialect
-from agentrl.tools.functions import FunctionTool, ToolArgumentError
-from agentrl.tools.protocol import ToolResult, parse_with_dialect
-from agentrl.types import (
+from agentrl.core.types import (
     EnvStep,
     JsonObject,
     Message,
@@ -26,6 +24,8 @@ from agentrl.types import (
     ToolCall,
     TurnStatus,
 )
+from agentrl.tools.functions import FunctionTool, ToolArgumentError
+from agentrl.tools.protocol import ToolResult, parse_with_dialect
 
 __all__ = ["FunctionTools"]
 

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from agentrl._optional import require
+from agentrl.algo.datums import Datum
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -23,7 +24,6 @@ from agentrl.backends.base import (
     LossConfig,
     LossName,
 )
-from agentrl.backends.errors import CheckpointError
 from agentrl.backends.local.engine import ModelEngine
 from agentrl.backends.local.files import (
     ADAPTER_WEIGHTS,
@@ -42,8 +42,8 @@ from agentrl.backends.local.model import (
 from agentrl.backends.local.sampler import LocalSampler
 from agentrl.backends.local.streaming import LocalGradientStream
 from agentrl.backends.local.training import Normalisation, run_forward_backward
-from agentrl.datums import Datum
-from agentrl.reporting.jsonl import named_os_error
+from agentrl.core.errors import CheckpointError
+from agentrl.store.jsonl import named_os_error
 
 __all__ = ["LocalBackend"]
 
@@ -131,7 +131,7 @@ class LocalBackend:
         `size` is "tiny" (2 layers, hidden 64), "qwen3-0.6b" or "qwen3-4b";
         `model_overrides` change config fields (e.g. `{"hidden_size": 32}`)."""
         if tokenizer is None:
-            tokenizer_module = require("agentrl.tokenizer", "local", "the test tokenizer")
+            tokenizer_module = require("agentrl.chat.tokenizers", "local", "the test tokenizer")
             tokenizer = tokenizer_module.build_qwen_tokenizer()
         resolved = select_device(device)
         config = qwen3_config(size, vocab_size=len(tokenizer), **dict(model_overrides or {}))  # type: ignore[arg-type]

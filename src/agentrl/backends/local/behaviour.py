@@ -18,6 +18,8 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
+from agentrl.algo.datums import Datum
+from agentrl.algo.mismatch import LogprobMismatch, datum_mismatch, merge_mismatch
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -28,9 +30,7 @@ from agentrl.backends.base import (
     TrainingBackend,
 )
 from agentrl.backends.local.engine import ModelEngine
-from agentrl.backends.mismatch import LogprobMismatch, datum_mismatch, merge_mismatch
 from agentrl.backends.streaming import GradientStream, open_stream
-from agentrl.datums import Datum
 
 __all__ = ["TrainerBehaviour", "trainer_logprobs", "with_logprobs"]
 

@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrl.backends.errors import CheckpointError
+from agentrl.core.errors import CheckpointError
 
 __all__ = [
     "ADAPTER_CONFIG",

@@ -22,7 +22,7 @@ from agentrl.backends.local.engine import ModelEngine
 from agentrl.backends.local.invariant import DECODE_ROW_MULTIPLE
 from agentrl.backends.local.kvcache import PrefixKVCache
 from agentrl.backends.local.model import KV, cache_select_rows, kv_from_cache, kv_to_cache
-from agentrl.types import Completion, CompletionStop
+from agentrl.core.types import Completion, CompletionStop
 
 __all__ = ["GenRequest", "GenResult", "generate"]
 

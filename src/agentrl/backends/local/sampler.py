@@ -20,7 +20,7 @@ from agentrl.backends.base import SamplingParams
 from agentrl.backends.local.engine import ModelEngine
 from agentrl.backends.local.generation import GenRequest, GenResult, generate
 from agentrl.backends.local.kvcache import PrefixKVCache
-from agentrl.types import Completion
+from agentrl.core.types import Completion
 
 __all__ = ["LocalSampler", "SamplerStats"]
 

@@ -1,7 +1,7 @@
 """`LocalGradientStream`: one batch's gradient from parts, rescaled once at the end.
 
 `run_forward_backward` divides every micro-batch's summed loss by the divisor of its call
-(`agentrl.losses.loss_divisor`). A streamed batch cannot know the whole batch's divisor when
+(`agentrl.algo.losses.loss_divisor`). A streamed batch cannot know the whole batch's divisor when
 its first part arrives, so each part is run with `normalisation="sum"` (divisor 1: the
 gradient of `sum_t mask_t * c_t * l_t`, with `c_t = 1 / |datum|` under `sequence`), its trained
 tokens and datums are counted, and `finish` divides the accumulated gradients by
@@ -16,24 +16,36 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+import torch
+
+from agentrl.algo.datums import Datum
+from agentrl.algo.losses import loss_divisor
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName
-from agentrl.backends.local.training import batch_totals, run_forward_backward
+from agentrl.backends.local.engine import ModelEngine
+from agentrl.backends.local.training import Normalisation, batch_totals, run_forward_backward
 from agentrl.backends.streaming import merge_results
-from agentrl.datums import Datum
-from agentrl.losses import loss_divisor
 
-if TYPE_CHECKING:
-    from agentrl.backends.local.backend import LocalBackend
+__all__ = ["LocalGradientStream", "StreamTarget"]
 
-__all__ = ["LocalGradientStream"]
+
+class StreamTarget(Protocol):
+    """What a gradient stream needs of its backend (`LocalBackend` is one)."""
+
+    engine: ModelEngine
+    micro_batch_tokens: int
+    normalisation: Normalisation
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters the optimizer steps (their gradients are rescaled at `finish`)."""
+        ...
 
 
 class LocalGradientStream:
     """The `GradientStream` of a `LocalBackend` (see the module docstring)."""
 
-    def __init__(self, backend: LocalBackend, loss: LossName, config: LossConfig) -> None:
+    def __init__(self, backend: StreamTarget, loss: LossName, config: LossConfig) -> None:
         self.backend = backend
         self.loss = LossName(loss)
         self.config = config

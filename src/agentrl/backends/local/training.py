@@ -1,7 +1,7 @@
 """Forward/backward of the policy losses over datums, micro-batched by a token budget.
 
 Normalisation: the summed per-token loss of every micro-batch is divided by the divisor of
-the *whole* call (`agentrl.losses.loss_divisor`: trained tokens by default, or datums, or a
+the *whole* call (`agentrl.algo.losses.loss_divisor`: trained tokens by default, or datums, or a
 constant), so the accumulated gradient equals that of one big batch whatever the micro-batch
 size (see docs/backends.md). A datum is never split across micro-batches. With
 `normalisation="sum"` the divisor is 1: a streamed batch (`agentrl.backends.local.streaming`)
@@ -20,11 +20,11 @@ from typing import Literal
 import numpy as np
 import torch
 
+from agentrl.algo.datums import Datum
+from agentrl.algo.losses import loss_divisor, policy_loss_sum
+from agentrl.algo.mismatch import logprob_mismatch
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName
 from agentrl.backends.local.engine import ModelEngine
-from agentrl.backends.mismatch import logprob_mismatch
-from agentrl.datums import Datum
-from agentrl.losses import loss_divisor, policy_loss_sum
 
 __all__ = [
     "Normalisation",

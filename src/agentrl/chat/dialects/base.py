@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agentrl.types import ParseError, ParseErrorKind, ToolCall
+from agentrl.core.types import ParseError, ParseErrorKind, ToolCall
 
 __all__ = [
     "DialectParse",

@@ -17,7 +17,7 @@ from agentrl.chat.dialects.base import (
     extract_blocks,
     json_arguments,
 )
-from agentrl.types import ParseError, ParseErrorKind, ToolCall
+from agentrl.core.types import ParseError, ParseErrorKind, ToolCall
 
 __all__ = ["DeepSeekDialect"]
 

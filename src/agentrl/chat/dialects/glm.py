@@ -15,7 +15,7 @@ import re
 from typing import ClassVar
 
 from agentrl.chat.dialects.base import Extracted, ToolCallDialect, extract_blocks, quote
-from agentrl.types import ParseError, ParseErrorKind, ToolCall
+from agentrl.core.types import ParseError, ParseErrorKind, ToolCall
 
 __all__ = ["GlmDialect"]
 

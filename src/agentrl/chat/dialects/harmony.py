@@ -22,7 +22,7 @@ from agentrl.chat.dialects.base import (
     ToolCallDialect,
     json_arguments,
 )
-from agentrl.types import ParseError, ParseErrorKind, ToolCall
+from agentrl.core.types import ParseError, ParseErrorKind, ToolCall
 
 __all__ = ["HarmonyDialect"]
 

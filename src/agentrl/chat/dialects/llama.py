@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from agentrl.chat.dialects.base import Extracted, ToolCallDialect, arguments_from_json
-from agentrl.types import ParseError, ParseErrorKind, ToolCall
+from agentrl.core.types import ParseError, ParseErrorKind, ToolCall
 
 __all__ = ["LlamaJsonDialect"]
 

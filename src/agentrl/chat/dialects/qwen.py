@@ -29,7 +29,7 @@ from agentrl.chat.dialects.base import (
     load_json,
     quote,
 )
-from agentrl.types import ParseError, ParseErrorKind, ToolCall
+from agentrl.core.types import ParseError, ParseErrorKind, ToolCall
 
 __all__ = ["QwenJsonDialect", "QwenXmlDialect"]
 

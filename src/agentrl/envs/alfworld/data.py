@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrl.types import TaskInfo
+from agentrl.core.types import TaskInfo
 
 __all__ = [
     "GAME_FILE",

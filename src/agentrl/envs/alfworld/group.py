@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrl.env import command_of
+from agentrl.core.env import command_of
+from agentrl.core.types import EnvAction, EnvStep, TaskInfo
 from agentrl.envs.alfworld.engine import ENGINES, EngineStep
 from agentrl.envs.alfworld.pool import EnvWorkerPool, WorkerLease
 from agentrl.envs.alfworld.workers import BranchReport, GroupWorker, WorkerFailure
-from agentrl.types import EnvAction, EnvStep, TaskInfo
 
 __all__ = [
     "AlfworldEnvGroup",
@@ -68,7 +68,7 @@ def _error_step(message: str) -> EnvStep:
 
 
 class AlfworldEnvGroup:
-    """K branches of one ALFWorld game (implements `agentrl.env.EnvGroup`)."""
+    """K branches of one ALFWorld game (implements `agentrl.core.env.EnvGroup`)."""
 
     def __init__(
         self,

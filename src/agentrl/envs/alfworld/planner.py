@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from agentrl.env import EnvGroup, EnvGroupFactory
+from agentrl.core.env import EnvGroup, EnvGroupFactory
+from agentrl.core.types import EnvStep, TaskInfo
 from agentrl.envs.alfworld.expert import plan_for_game
-from agentrl.types import EnvStep, TaskInfo
 
 __all__ = [
     "BranchResult",

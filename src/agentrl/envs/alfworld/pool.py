@@ -147,7 +147,7 @@ class _PoolWorker(_Child):
         """Slots borrowed from this worker now."""
         self.games: set[GameKey] = set()
         """Games this worker has loaded (cached or in use), for affinity."""
-        self._spawn("serve_pool", str(max_games), str(max_memory_mb))
+        self._spawn(f"{__name__}:serve_pool", str(max_games), str(max_memory_mb))
 
     async def open(self, slot: int, key: GameKey, count: int, load_timeout: float) -> None:
         """Load (or take from the cache) `count` engines of the game into `slot`."""

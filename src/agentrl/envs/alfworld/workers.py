@@ -36,7 +36,6 @@ __all__ = [
     "WorkerFailure",
     "serve",
     "serve_calls",
-    "serve_pool",
 ]
 
 
@@ -111,13 +110,6 @@ def serve(fd: int, engine: str, game_file: str, count: str) -> None:
             with contextlib.suppress(Exception):
                 item.close()
     conn.close()
-
-
-def serve_pool(fd: int, *args: str) -> None:
-    """Pool worker body (see `agentrl.envs.alfworld.pool.serve_pool`)."""
-    from agentrl.envs.alfworld.pool import serve_pool as body
-
-    body(fd, *args)
 
 
 def serve_calls(fd: int) -> None:
@@ -212,10 +204,13 @@ async def _readable(conn: Connection, timeout: float) -> bool:
 
 
 _CHILD_CODE = (
-    "import sys; sys.path[:0] = {path!r}; "
-    "from agentrl.envs.alfworld import workers; "
-    "getattr(workers, sys.argv[1])(int(sys.argv[2]), *sys.argv[3:])"
+    "import importlib, sys; sys.path[:0] = {path!r}; "
+    "module, _, name = sys.argv[1].rpartition(':'); "
+    "getattr(importlib.import_module(module), name)(int(sys.argv[2]), *sys.argv[3:])"
 )
+"""A worker runs `module:function(fd, *argv)`: a body of this module (`serve`, `serve_calls`) or
+another one's (`agentrl.envs.alfworld.pool:serve_pool`), named as a string, so no module here
+imports the pool."""
 
 
 class _Child:
@@ -238,6 +233,9 @@ class _Child:
         return self._process is not None and self._process.poll() is None
 
     def _spawn(self, entry: str, *argv: str) -> None:
+        """Start the worker running `entry` (`module:function`, or a function of this module)."""
+        if ":" not in entry:
+            entry = f"{__name__}:{entry}"
         parent_sock, child_sock = socket.socketpair()
         child_fd = child_sock.fileno()
         path = [p for p in sys.path if p]

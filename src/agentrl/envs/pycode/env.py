@@ -15,11 +15,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentrl.core.types import TaskInfo, Trajectory
 from agentrl.envs.pycode.families import Problem, check_answer
 from agentrl.envs.pycode.sandbox import SandboxLimits, run_sandboxed_async
 from agentrl.envs.pycode.tasks import problem_for
 from agentrl.tools import FunctionEnv, FunctionEnvGroup, FunctionTools, tool
-from agentrl.types import TaskInfo, Trajectory
 
 __all__ = [
     "SYSTEM_PROMPT",

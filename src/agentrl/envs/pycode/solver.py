@@ -11,16 +11,15 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 
+from agentrl.algo.rewards import RewardFn
 from agentrl.chat import ChatRenderer
-from agentrl.env import EnvGroupFactory
+from agentrl.core.env import EnvGroupFactory
+from agentrl.core.types import TaskInfo, ToolCall, TrajectoryGroup
 from agentrl.envs.pycode.families import Problem
 from agentrl.envs.pycode.tasks import problem_for
-from agentrl.evaluation import model_player
-from agentrl.rewards import RewardFn
-from agentrl.rollout import RolloutConfig
+from agentrl.rollout import RolloutConfig, model_player
 from agentrl.testing import PolicySampler
 from agentrl.tools import FunctionTools
-from agentrl.types import TaskInfo, ToolCall, TrajectoryGroup
 
 __all__ = ["solver_player", "solver_policy"]
 

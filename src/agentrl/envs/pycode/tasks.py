@@ -17,8 +17,8 @@ import json
 import random
 from pathlib import Path
 
+from agentrl.core.types import TaskInfo
 from agentrl.envs.pycode.families import FAMILIES, Problem
-from agentrl.types import TaskInfo
 
 __all__ = [
     "SPLIT_FAMILIES",

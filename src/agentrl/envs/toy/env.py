@@ -14,8 +14,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agentrl.env import command_of
-from agentrl.types import EnvAction, EnvStep, TaskInfo
+from agentrl.core.env import command_of
+from agentrl.core.types import EnvAction, EnvStep, TaskInfo
 
 __all__ = ["ToyEnvGroup", "ToyState", "ToyTask", "make_toy_group", "toy_task", "toy_tasks"]
 

@@ -21,11 +21,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agentrl.env import EnvGroupFactory, command_of
+from agentrl.core.env import EnvGroupFactory, command_of
+from agentrl.core.types import EnvAction, EnvStep, Message, TaskInfo, TurnStatus
 from agentrl.envs.toy.env import OBJECTS
 from agentrl.envs.toy.plain import ACTIONS_HEADING, PlainCommands
 from agentrl.tools import ToolResult
-from agentrl.types import EnvAction, EnvStep, Message, TaskInfo, TurnStatus
 
 __all__ = [
     "FETCH_RECEPTACLES",

@@ -12,9 +12,9 @@ import random
 import re
 from collections.abc import Callable
 
+from agentrl.core.types import EnvStep, JsonObject, Message, ParsedAction, ParseErrorKind, TaskInfo
 from agentrl.envs.toy.tools import toy_tool_protocol
 from agentrl.tools import ToolResult
-from agentrl.types import EnvStep, JsonObject, Message, ParsedAction, ParseErrorKind, TaskInfo
 
 __all__ = ["ACTIONS_HEADING", "PlainCommands", "uniform_command", "uniform_command_policy"]
 

@@ -1,0 +1,190 @@
+"""Trajectory -> Datum: the ONLY place where training masks and shifts are built.
+
+One datum per trajectory, from its full token sequence `T` (the last prompt followed by the
+last completion; every earlier prompt is a prefix of it, and in a rollout's trajectory a
+`TokenPrefix` of the same buffer: prompts are stored once, each turn is an offset into it):
+
+    model_input   = T[:-1]
+    target_tokens = T[1:]
+    logprobs[j]   = sampler logprob of T[j+1]  if T[j+1] was sampled by the assistant, else 0
+    advantages[j] = advantage of that turn     if T[j+1] was sampled by the assistant, else 0
+    mask[j]       = 1.0                        if T[j+1] was sampled by the assistant, else 0
+
+System, user and tool tokens, and closing tokens the renderer added after a completion, were
+not sampled: they get logprob 0, advantage 0 and mask 0. Backends that only accept
+`target_tokens`, `logprobs` and `advantages` (PyTRIO / Tinker PPO) mask by zero advantage;
+`mask` lets the local backend normalise by the number of assistant tokens.
+
+Segments: where a chat template cannot be extended, the rollout re-renders the conversation and
+marks the turn `new_segment`. A trajectory then yields one datum per segment (a run of turns
+that extend one another), each built as above from its own last prompt and completion; every
+masked token is still a sampled token with its sampler logprob.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from agentrl.algo.advantages import Advantages
+from agentrl.core.tokens import TokenPrefix
+from agentrl.core.types import Trajectory, TrajectoryGroup, Turn
+
+__all__ = [
+    "Datum",
+    "PrefixError",
+    "build_datums",
+    "has_signal",
+    "segments",
+    "trajectory_to_datum",
+    "trajectory_to_datums",
+]
+
+IntArray = npt.NDArray[np.int64]
+Float32Array = npt.NDArray[np.float32]
+
+
+class PrefixError(ValueError):
+    """A turn's prompt is not a prefix of the trajectory's token sequence."""
+
+
+@dataclass(frozen=True, eq=False)
+class Datum:
+    """One training example, backend-neutral (numpy arrays, all of equal length)."""
+
+    model_input: IntArray
+    target_tokens: IntArray
+    logprobs: Float32Array
+    advantages: Float32Array
+    mask: Float32Array
+
+    def __post_init__(self) -> None:
+        n = len(self.model_input)
+        for name in ("target_tokens", "logprobs", "advantages", "mask"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(
+                    f"Datum.{name} has length {len(getattr(self, name))}, model_input has {n}"
+                )
+
+    def __len__(self) -> int:
+        return len(self.model_input)
+
+    @property
+    def num_assistant_tokens(self) -> int:
+        """Number of target positions that were sampled by the assistant."""
+        return int(self.mask.sum())
+
+
+def segments(turns: Sequence[Turn]) -> list[tuple[int, int]]:
+    """`(first, end)` turn index ranges of the segments (a new one at each `new_segment`)."""
+    starts = [0, *(i for i, turn in enumerate(turns) if i and turn.new_segment)]
+    return list(zip(starts, [*starts[1:], len(turns)], strict=True))
+
+
+def trajectory_to_datum(trajectory: Trajectory, turn_advantages: Sequence[float]) -> Datum:
+    """Build the datum of a one-segment trajectory given one advantage per turn.
+
+    Raises PrefixError if a turn's prompt is not a prefix of the full sequence (the rollout
+    broke the exact-extension property) and ValueError on a length mismatch or when the
+    trajectory has several segments (use `trajectory_to_datums`).
+    """
+    datums = trajectory_to_datums(trajectory, turn_advantages)
+    if len(datums) != 1:
+        raise ValueError(
+            f"the trajectory has {len(datums)} segments (its template cannot be extended); "
+            "build one datum per segment with trajectory_to_datums"
+        )
+    return datums[0]
+
+
+def trajectory_to_datums(trajectory: Trajectory, turn_advantages: Sequence[float]) -> list[Datum]:
+    """One datum per segment of the trajectory (one datum when its template extends)."""
+    turns = trajectory.turns
+    if len(turn_advantages) != len(turns):
+        raise ValueError(
+            f"{len(turn_advantages)} advantages for a trajectory of {len(turns)} turns"
+        )
+    if not turns:
+        raise ValueError("cannot build a datum from a trajectory with no turns")
+    return [_segment_datum(turns[a:b], turn_advantages[a:b], a) for a, b in segments(turns)]
+
+
+def _tokens(tokens: Sequence[int]) -> IntArray:
+    if isinstance(tokens, TokenPrefix):
+        return tokens.as_array()  # one bulk conversion, no per-token Python ints
+    return np.asarray(tokens, dtype=np.int64)
+
+
+def _segment_datum(turns: Sequence[Turn], turn_advantages: Sequence[float], first: int) -> Datum:
+    last = turns[-1]
+    last_prompt = last.prompt_tokens
+    full = np.concatenate([_tokens(last_prompt), np.asarray(last.completion_tokens, np.int64)])
+    if full.size < 2:
+        raise ValueError("a datum needs at least two tokens")
+    n = full.size - 1
+    logprobs = np.zeros(n, dtype=np.float32)
+    advantages = np.zeros(n, dtype=np.float32)
+    mask = np.zeros(n, dtype=np.float32)
+    for index, (turn, advantage) in enumerate(zip(turns, turn_advantages, strict=True), first):
+        prompt = turn.prompt_tokens
+        start = len(prompt)
+        end = start + len(turn.completion_tokens)
+        # prompts stored once: a prefix of the last prompt's own buffer is a prefix by
+        # construction (the buffer only grows); anything else is compared token by token
+        shared = (
+            isinstance(prompt, TokenPrefix)
+            and isinstance(last_prompt, TokenPrefix)
+            and prompt.is_prefix_of(last_prompt)
+        )
+        if end > full.size or not (shared or np.array_equal(full[:start], _tokens(prompt))):
+            raise PrefixError(
+                f"turn {index}: its prompt ({start} tokens) is not a prefix of the "
+                f"segment's {full.size} tokens"
+            )
+        if not np.array_equal(full[start:end], np.asarray(turn.completion_tokens)):
+            raise PrefixError(f"turn {index}: its completion is not where the prompt ends")
+        if start == 0:
+            raise ValueError(f"turn {index}: empty prompt; the first token cannot be a target")
+        # Target position j predicts full[j + 1]; completion tokens sit at [start, end).
+        logprobs[start - 1 : end - 1] = turn.logprobs
+        advantages[start - 1 : end - 1] = advantage
+        mask[start - 1 : end - 1] = 1.0
+    return Datum(
+        model_input=full[:-1].copy(),
+        target_tokens=full[1:].copy(),
+        logprobs=logprobs,
+        advantages=advantages,
+        mask=mask,
+    )
+
+
+def has_signal(advantages: Sequence[float]) -> bool:
+    """True when at least one turn has a non-zero advantage (the trajectory is worth training)."""
+    return any(a != 0.0 for a in advantages)
+
+
+def build_datums(
+    groups: Sequence[TrajectoryGroup],
+    advantages: Advantages,
+    *,
+    skip_zero_advantage: bool = True,
+) -> list[Datum]:
+    """One datum per trajectory segment, in group order; zero-advantage trajectories skipped by
+    default."""
+    if len(groups) != len(advantages.groups):
+        raise ValueError(f"{len(groups)} groups but {len(advantages.groups)} advantage groups")
+    datums: list[Datum] = []
+    for group, group_adv in zip(groups, advantages.groups, strict=True):
+        if len(group.trajectories) != len(group_adv.per_turn):
+            raise ValueError(
+                f"group {group.group_id}: {len(group.trajectories)} trajectories but "
+                f"{len(group_adv.per_turn)} advantage rows"
+            )
+        for trajectory, turn_adv in zip(group.trajectories, group_adv.per_turn, strict=True):
+            if not trajectory.turns or (skip_zero_advantage and not has_signal(turn_adv)):
+                continue
+            datums.extend(trajectory_to_datums(trajectory, turn_adv))
+    return datums

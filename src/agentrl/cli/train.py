@@ -1,0 +1,86 @@
+"""`agentrl train`: train a LoRA policy with group rollouts and a PPO loss (one flag per field of
+`TrainConfig`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from agentrl.cli.args import Subparsers, add_config_arguments, config_from_args
+from agentrl.config import TrainConfig
+from agentrl.training.interrupts import run_until_signal
+
+__all__ = ["add_parser", "run"]
+
+
+async def _close(client: object) -> None:
+    """Finish a remote session (backends and samplers that own one have `close()`)."""
+    close = getattr(client, "close", None)
+    if close is not None:
+        await close()
+
+
+async def _train(config: TrainConfig) -> int:
+    from agentrl.store.lock import check_not_in_use
+    from agentrl.training import recipe
+    from agentrl.training.checkpoints import check_run_dir
+    from agentrl.training.trainer import Trainer
+
+    check_not_in_use(config.run_dir, what="run folder", folder=True)
+    check_run_dir(config)
+    recipe.check_credentials(config)
+    tasks = recipe.tasks_for(config, [config.train_split], progress=True)
+    print(f"{len(tasks)} training games ({config.env.value}, split {config.train_split})")
+    tokenizer = recipe.tokenizer_for(config)
+    protocol = recipe.tool_protocol_for(config)
+    backend = await recipe.training_backend_for(config, tokenizer)
+    trainer = Trainer(
+        config=config,
+        backend=backend,
+        env_factory=recipe.env_factory_for(config),
+        tasks=tasks,
+        renderer=recipe.renderer_for(tokenizer, protocol, config),
+        protocol=protocol,
+    )
+    try:
+        result = await trainer.run()
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        saved = trainer.last_saved
+        where = f"checkpoint {saved.name} is saved" if saved else "no update was completed"
+        print(
+            f"\ninterrupted after update {trainer.completed}; {where}. Continue with the same "
+            "command plus --resume.",
+            file=sys.stderr,
+        )
+        raise KeyboardInterrupt from None
+    finally:
+        await trainer.close()
+        await _close(backend)
+    print(
+        f"finished update {result.last_update} of {config.max_steps}; run folder {config.run_dir}"
+    )
+    for info in result.checkpoints:
+        record = config.run_dir / "checkpoints" / f"{info.name}.json"
+        print(f"  {info.name}: --model-path {record}   (sampler {info.sampler_path})")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `agentrl train` with the parsed flags; the exit status."""
+    config = config_from_args(TrainConfig, args)
+    return run_until_signal(_train(config))
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    """Register the `train` command."""
+    parser = subparsers.add_parser(
+        "train",
+        help="train a LoRA policy with group rollouts and a PPO loss",
+        description="Train the tool-calling agent: each update rolls out --games-per-batch "
+        "games x --group-size trajectories, computes advantages, and takes one PPO step. "
+        "Checkpoints go to --run-dir every --save-every updates and at the end; Ctrl-C saves "
+        "one; --resume continues the same game order. Defaults: the published recipe.",
+    )
+    add_config_arguments(parser, TrainConfig)
+    parser.set_defaults(handler=run)

@@ -1,0 +1,47 @@
+"""Training and evaluation configs: pydantic v2 models with the published recipe's defaults.
+
+Every field has a one-line description (used by `agentrl train --help` / `agentrl eval --help`)
+and unknown fields are rejected. Field names follow the familiar command-line flags
+(`max_steps` is `--max-steps`, the number of training updates). Components chosen by name
+(backend, estimator, reward) are built by `agentrl.config.plugins` or by their plug-in;
+Python users may pass objects to the trainer instead.
+
+`names` (the enums), `common` (`CommonConfig`), `train` (`TrainConfig`), `eval` (`EvalConfig`),
+`plugins` (name -> factory lookup of estimators and rewards).
+"""
+
+from agentrl.config.common import CommonConfig
+from agentrl.config.eval import EvalConfig
+from agentrl.config.names import (
+    BackendName,
+    BehaviourLogprobs,
+    EnvEngine,
+    EnvName,
+    EstimatorName,
+    EvalPolicy,
+    EvalSplit,
+    RewardName,
+    SamplerName,
+    StalePolicy,
+    SwanLabMode,
+    WandbMode,
+)
+from agentrl.config.train import TrainConfig
+
+__all__ = [
+    "BackendName",
+    "BehaviourLogprobs",
+    "CommonConfig",
+    "EnvEngine",
+    "EnvName",
+    "EstimatorName",
+    "EvalConfig",
+    "EvalPolicy",
+    "EvalSplit",
+    "RewardName",
+    "SamplerName",
+    "StalePolicy",
+    "SwanLabMode",
+    "TrainConfig",
+    "WandbMode",
+]

@@ -1,0 +1,126 @@
+"""The names a config chooses from: backends, estimators, rewards, environments, trackers,
+samplers, evaluation splits and players (`StrEnum`s; the command line's choices)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = [
+    "BackendName",
+    "BehaviourLogprobs",
+    "EnvEngine",
+    "EnvName",
+    "EstimatorName",
+    "EvalPolicy",
+    "EvalSplit",
+    "RewardName",
+    "SamplerName",
+    "StalePolicy",
+    "SwanLabMode",
+    "WandbMode",
+]
+
+
+class BackendName(StrEnum):
+    """Training / sampling backends."""
+
+    PYTRIO = "pytrio"
+    LOCAL = "local"
+    TINKER = "tinker"
+
+
+class EstimatorName(StrEnum):
+    """Built-in advantage estimators (see `agentrl.config.plugins.ESTIMATORS`)."""
+
+    GROUP_MEAN = "group_mean"
+    GROUP_NORMALIZED = "group_normalized"
+    LEAVE_ONE_OUT = "leave_one_out"
+    GIGPO = "gigpo"
+
+
+class RewardName(StrEnum):
+    """Built-in reward functions (see `agentrl.config.plugins.REWARDS`)."""
+
+    WIN_MINUS_INVALID = "win_minus_invalid"
+
+
+class SwanLabMode(StrEnum):
+    """SwanLab tracking modes (`disabled` logs nothing to SwanLab; JSONL is always written)."""
+
+    ONLINE = "online"
+    OFFLINE = "offline"
+    LOCAL = "local"
+    DISABLED = "disabled"
+
+
+class WandbMode(StrEnum):
+    """Weights & Biases tracking modes (`disabled` logs nothing to W&B; JSONL is always written)."""
+
+    ONLINE = "online"
+    OFFLINE = "offline"
+    DISABLED = "disabled"
+
+
+class SamplerName(StrEnum):
+    """Who samples on the local backend (training is always torch + peft)."""
+
+    BUILTIN = "builtin"
+    """The local backend's own transformers loop with KV-cache reuse."""
+    VLLM = "vllm"
+    """vLLM's async engine (prefix caching, LoRA per request; `pip install 'agentrl[vllm]'`)."""
+
+
+class BehaviourLogprobs(StrEnum):
+    """Which logprobs of the sampled tokens the PPO ratio divides by."""
+
+    SAMPLER = "sampler"
+    """The sampler's own logprobs (the recipe)."""
+    TRAINER = "trainer"
+    """The trainer's recomputed logprobs of the same weights before the update."""
+
+
+class StalePolicy(StrEnum):
+    """What off-policy pipelining does with a group sampled more than k updates ago."""
+
+    DROP = "drop"
+    """Leave it out of the update (the update trains on fewer groups)."""
+    RESAMPLE = "resample"
+    """Play the same game again with the newest sampler, in place of the stale group."""
+
+
+class EnvName(StrEnum):
+    """Environments the command line can build (Python users pass any `EnvGroupFactory`)."""
+
+    ALFWORLD = "alfworld"
+    TOY = "toy"
+    PYCODE = "pycode"
+
+
+class EnvEngine(StrEnum):
+    """ALFWorld environment engines (`textworld` is the stock reference engine)."""
+
+    TEXTWORLD = "textworld"
+    FAST = "fast"
+
+
+class EvalSplit(StrEnum):
+    """Which validation games to evaluate."""
+
+    VALID_SEEN = "valid_seen"
+    VALID_UNSEEN = "valid_unseen"
+    ALL = "all"
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The data splits this choice covers."""
+        if self is EvalSplit.ALL:
+            return (EvalSplit.VALID_SEEN.value, EvalSplit.VALID_UNSEEN.value)
+        return (self.value,)
+
+
+class EvalPolicy(StrEnum):
+    """Who plays the evaluation games."""
+
+    MODEL = "model"
+    PLANNER = "planner"
+    SOLVER = "solver"

@@ -1,0 +1,217 @@
+"""`TrainConfig`: one training run (defaults: the published ALFWorld recipe)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Self
+
+from pydantic import Field, field_validator, model_validator
+
+from agentrl.algo.advantages import AdvantageEstimator
+from agentrl.algo.rewards import RewardFn
+from agentrl.backends.base import (
+    AdamParams,
+    KLEstimator,
+    LossConfig,
+    LossName,
+    LossNormalisation,
+    MaskMode,
+)
+from agentrl.config.common import CommonConfig, must_not_be
+from agentrl.config.names import BackendName, BehaviourLogprobs, EstimatorName, StalePolicy
+from agentrl.config.plugins import EstimatorOptions, make_estimator
+
+__all__ = ["TrainConfig"]
+
+
+class TrainConfig(CommonConfig):
+    """Configuration of one training run (defaults: the published ALFWorld recipe)."""
+
+    max_steps: int = Field(80, ge=1, description="number of training updates (optimizer steps)")
+    games_per_batch: int = Field(8, ge=1, description="games (groups) per update")
+    group_size: int = Field(8, ge=1, description="trajectories per game (K branches)")
+    max_concurrent_games: int | None = Field(
+        None, ge=1, description="games rolled out at once (default: the whole batch)"
+    )
+    train_split: str = Field("train", min_length=1, description="data split to train on")
+    lora_rank: int = Field(32, ge=1, le=512, description="LoRA rank")
+    learning_rate: float = Field(1e-6, gt=0.0, description="Adam learning rate")
+    beta1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam beta1")
+    beta2: float = Field(0.95, ge=0.0, lt=1.0, description="Adam beta2")
+    adam_eps: float = Field(1e-8, gt=0.0, description="Adam epsilon")
+    weight_decay: float = Field(0.0, ge=0.0, description="decoupled weight decay")
+    grad_clip_norm: float = Field(
+        1.0, ge=0.0, description="clip the global gradient norm to this (0 disables)"
+    )
+    loss: LossName = Field(
+        LossName.PPO,
+        description="policy loss: ppo, importance_sampling, cispo, gspo or cross_entropy",
+    )
+    clip_low: float = Field(
+        0.8, gt=0.0, le=1.0, description="lower ratio clip threshold (ppo, cispo, gspo)"
+    )
+    clip_high: float = Field(
+        1.2, ge=1.0, description="upper ratio clip threshold (above 1.2: clip-higher)"
+    )
+    normalisation: LossNormalisation = Field(
+        LossNormalisation.TOKENS,
+        description="local: loss divided by trained tokens, datums (sequence) or norm_constant",
+    )
+    norm_constant: float | None = Field(
+        None,
+        gt=0.0,
+        description="divisor for --normalisation constant (default: trajectories per update "
+        "x max_trajectory_tokens)",
+    )
+    kl_coef: float = Field(
+        0.0, ge=0.0, description="local: KL penalty to the base model (adapter off); 0 disables"
+    )
+    kl_estimator: KLEstimator = Field(KLEstimator.K3, description="KL estimator: k1 or k3")
+    tis_cap: float | None = Field(
+        None, gt=0.0, description="local: truncated importance weight cap (trainer / sampler)"
+    )
+    max_steps_off_policy: int = Field(
+        0, ge=0, description="k: sample up to k updates ahead while training (0: synchronous)"
+    )
+    stale_groups: StalePolicy = Field(
+        StalePolicy.DROP, description="a group older than k updates: drop or resample"
+    )
+    dynamic_sampling_budget: int = Field(
+        0, ge=0, description="extra games per update to replace degenerate groups (DAPO; 0: off)"
+    )
+    stream_groups: bool = Field(
+        False,
+        description="train each game's group as soon as it is played, while the rest of the "
+        "update is still rolled out; one optimizer step on the whole batch (local, tinker)",
+    )
+    estimator: EstimatorName = Field(
+        EstimatorName.GROUP_MEAN,
+        description="advantage estimator: group_mean, group_normalized, leave_one_out or gigpo",
+    )
+    gigpo_gamma: float = Field(0.95, ge=0.0, le=1.0, description="GiGPO step-return discount")
+    gigpo_omega: float = Field(1.0, ge=0.0, description="GiGPO weight of the step advantage")
+    gigpo_normalize_step: bool = Field(
+        False, description="GiGPO: divide step advantages by their anchor group's std"
+    )
+    save_every: int = Field(20, ge=1, description="save a checkpoint every N updates (and at end)")
+    run_dir: Path = Field(
+        Path("runs/train"), description="folder for checkpoints, metrics JSONL and logs"
+    )
+    resume: bool = Field(
+        False, description="continue from the latest checkpoint in run_dir (same game order)"
+    )
+    save_rollouts: bool = Field(
+        True, description="append every update's trajectories (text) to run_dir/rollouts.jsonl"
+    )
+    mask_mode: MaskMode = Field(
+        MaskMode.ZERO_ADVANTAGE,
+        description="pytrio/tinker: how masked tokens reach the loss: zero_advantage (every "
+        "token in the denominator; the recipe, tuned with lr 1e-6) or ignore_index (-100 "
+        "targets: only assistant tokens count; pytrio only)",
+    )
+    behaviour_logprobs: BehaviourLogprobs = Field(
+        BehaviourLogprobs.SAMPLER,
+        description="PPO behaviour logprobs: sampler (as sampled) or trainer (recomputed by "
+        "the training forward pass before the update)",
+    )
+    remote_recovery: bool = Field(
+        True,
+        description="pytrio/tinker: save a temporary training state after every update so a "
+        "broken training client is rebuilt losing at most the current update",
+    )
+    resume_fallback: bool = Field(
+        False,
+        description="on resume, set a damaged latest checkpoint aside and use the previous one",
+    )
+
+    @field_validator("run_dir")
+    @classmethod
+    def _check_run_dir(cls, value: Path) -> Path:
+        must_not_be(value, "file", "a run folder")
+        return value
+
+    @model_validator(mode="after")
+    def _check_groups(self) -> Self:
+        if self.group_size < 2 and self.estimator is not EstimatorName.GIGPO:
+            raise ValueError(
+                f"group_size={self.group_size} gives every trajectory a zero advantage with the "
+                f"{self.estimator.value!r} estimator (a group of one is its own baseline); "
+                "use group_size >= 2"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_streaming(self) -> Self:
+        if not self.stream_groups:
+            return self
+        if self.max_steps_off_policy > 0:
+            raise ValueError(
+                f"--stream-groups and --max-steps-off-policy {self.max_steps_off_policy} cannot "
+                "be combined: with k >= 1 an update's rollout runs while the previous update "
+                "trains, so its groups cannot start the next gradient yet; pick one (k = 0 "
+                "with --stream-groups, or --no-stream-groups)"
+            )
+        if self.backend is BackendName.PYTRIO:
+            raise ValueError(
+                "--stream-groups needs forward_backward calls that add up to one batch's "
+                "gradient; pytrio normalises each call by its own token totals, so streamed "
+                "groups would be weighted wrongly; use --no-stream-groups with --backend "
+                "pytrio (or --backend local / tinker)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_remote_loss(self) -> Self:
+        if self.backend is BackendName.LOCAL:
+            return self
+        local_only = []
+        if self.kl_coef > 0:
+            local_only.append("--kl-coef")
+        if self.tis_cap is not None:
+            local_only.append("--tis-cap")
+        if self.normalisation is not LossNormalisation.TOKENS:
+            local_only.append(f"--normalisation {self.normalisation.value}")
+        if self.loss is LossName.GSPO and self.backend is BackendName.PYTRIO:
+            local_only.append("--loss gspo (pytrio 0.2.9 has no server-side gspo; tinker has)")
+        if local_only:
+            raise ValueError(
+                f"the {self.backend.value} service computes the loss server-side and has no "
+                f"setting for {', '.join(local_only)}; use --backend local, or drop them"
+            )
+        return self
+
+    def adam_params(self) -> AdamParams:
+        """Optimizer step parameters."""
+        return AdamParams(
+            learning_rate=self.learning_rate,
+            beta1=self.beta1,
+            beta2=self.beta2,
+            eps=self.adam_eps,
+            weight_decay=self.weight_decay,
+            grad_clip_norm=self.grad_clip_norm,
+        )
+
+    def loss_config(self) -> LossConfig:
+        """Loss hyper-parameters (clip thresholds, normalisation, KL penalty, TIS cap)."""
+        constant = self.norm_constant
+        if constant is None and self.normalisation is LossNormalisation.CONSTANT:
+            constant = float(self.games_per_batch * self.group_size * self.max_trajectory_tokens)
+        return LossConfig(
+            clip_low=self.clip_low,
+            clip_high=self.clip_high,
+            normalisation=self.normalisation,
+            norm_constant=constant,
+            kl_coef=self.kl_coef,
+            kl_estimator=self.kl_estimator,
+            tis_cap=self.tis_cap,
+        )
+
+    def advantage_estimator(self, reward_fn: RewardFn | None = None) -> AdvantageEstimator:
+        """The configured advantage estimator (step-level ones score turns with `reward_fn`,
+        default: the configured reward)."""
+        options = EstimatorOptions(
+            gigpo_gamma=self.gigpo_gamma,
+            gigpo_omega=self.gigpo_omega,
+            gigpo_normalize_step=self.gigpo_normalize_step,
+        )
+        return make_estimator(self.estimator.value, options, reward_fn or self.reward_fn())

@@ -1,0 +1,89 @@
+"""Environment contracts: `EnvGroup` (K branches of one task) and its factory.
+
+An `EnvGroup` holds K independent copies of one task that start from an identical state.
+`step(actions)` advances only the branches that got an action (`None` leaves a branch as it
+is: it is finished, or its tool call was invalid). A branch's action is an `EnvAction`: the
+turn's tool calls (function tools, `agentrl.tools.FunctionTools`), or, for a text-command
+environment (the one-tool case, `CommandTool`), the command string; `command_of` reads the
+command from either. A single environment is the K=1 case.
+The checker that every implementation must pass lives in `agentrl.testing`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from agentrl.core.types import EnvAction, EnvStep, TaskInfo
+
+__all__ = [
+    "EnvAction",
+    "EnvGroup",
+    "EnvGroupFactory",
+    "EnvStep",
+    "TaskInfo",
+    "close_env_factory",
+    "command_of",
+]
+
+
+def command_of(action: EnvAction) -> str:
+    """The command of a text-command turn: the string itself, or the one argument of the one
+    call (what `CommandTool` sends either way); anything else raises ValueError."""
+    if isinstance(action, str):
+        return action
+    if len(action) != 1 or len(action[0].arguments) != 1:
+        raise ValueError(
+            f"a text-command environment takes one call with one argument, got {action!r}"
+        )
+    (value,) = action[0].arguments.values()
+    return value
+
+
+@runtime_checkable
+class EnvGroup(Protocol):
+    """K independent environments of one task with identical initial state."""
+
+    @property
+    def task(self) -> TaskInfo:
+        """The task these branches play."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """Number of branches K."""
+        ...
+
+    async def reset(self) -> list[EnvStep]:
+        """Start every branch; all K initial steps must be identical."""
+        ...
+
+    async def step(self, actions: Sequence[EnvAction | None]) -> list[EnvStep]:
+        """Advance each branch whose action is not None; return the current step of all K.
+
+        A multi-call action is executed call by call, in order; the step's `outputs` hold one
+        result per call."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources; calling it twice is harmless."""
+        ...
+
+
+class EnvGroupFactory(Protocol):
+    """Builds the K-branch group of one task (the rollout engine's only way to make envs)."""
+
+    def __call__(self, task: TaskInfo, group_size: int) -> EnvGroup:
+        """Create a group of `group_size` branches of `task` (not yet reset)."""
+        ...
+
+
+async def close_env_factory(factory: EnvGroupFactory) -> None:
+    """Stop what an env factory holds (e.g. a worker pool: its `close()`, sync or async);
+    harmless for a plain function."""
+    close = getattr(factory, "close", None)
+    if close is not None:
+        result = close()
+        if inspect.isawaitable(result):
+            await result

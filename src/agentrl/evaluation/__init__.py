@@ -1,0 +1,21 @@
+"""Evaluation: play validation games into one resumable JSONL file, then summarise it per split
+and task type.
+
+`run` (`evaluate_tasks`, the engine; `evaluate(config)`, what `agentrl eval` runs; the planner
+baseline) and `summary` (summary records, the run's label). The players are the rollout
+engine's (`agentrl.rollout.players`), re-exported here.
+"""
+
+from agentrl.evaluation.run import EvalOutcome, evaluate, evaluate_tasks, planner_player
+from agentrl.evaluation.summary import default_label
+from agentrl.rollout.players import PlayFn, model_player
+
+__all__ = [
+    "EvalOutcome",
+    "PlayFn",
+    "default_label",
+    "evaluate",
+    "evaluate_tasks",
+    "model_player",
+    "planner_player",
+]

@@ -1,0 +1,394 @@
+"""The ALFWorld from-scratch recipe: imitation of an exploring expert, then RL by the Trainer.
+
+Shared by `benchmarks/alfworld_from_scratch.py` (the `gpu` and `cpu-smoke` presets, results,
+the last line) and its smoke test. A small Qwen3-architecture model, randomly initialised,
+learns to play generated ALFWorld games, everything the library's own:
+
+1. games: `generate_games` writes verified train and valid_unseen games (unseen floor plans);
+2. demonstrations: the exploring expert (`agentrl.envs.alfworld.explorer`), which sees only
+   what the agent sees (goal, observations) and searches receptacles until it finds the
+   object, plays every train game through the rollout engine, an `EnvWorkerPool` and the
+   ALFWorld tool protocol: real `alfworld_step` tool calls (Qwen's XML form) and no
+   admissible-action lists, so prompts stay short and every command must be written, not
+   copied from a list. Every episode is a demonstration, also one cut at the step limit (the
+   moves are still the explorer's);
+3. a byte-level BPE tokenizer of the project's own is trained on rendered explorer episodes
+   (`agentrl.recipes.tokenizer.bpe_tokenizer`, Qwen3-style chat template);
+4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datum`: assistant
+   tokens only) with `LocalBackend.tiny(..., full_finetune=True)`;
+5. success on the valid_unseen games (temperature 1, the sampler's seeded stream) before RL;
+6. RL: `Trainer` updates (GroupMean advantages, PPO, reward 1[won] - 0.1 x invalid actions);
+7. success on the same valid_unseen games after RL.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agentrl.algo.datums import trajectory_to_datum
+from agentrl.backends.base import AdamParams, LossConfig, LossName, Sampler, SamplingParams
+from agentrl.chat import ChatRenderer
+from agentrl.core.types import TaskInfo, TrajectoryGroup
+from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
+from agentrl.envs.alfworld.data import find_games
+from agentrl.envs.alfworld.explorer import explorer_policy
+from agentrl.envs.alfworld.generate import generate_games
+from agentrl.envs.alfworld.tools import alfworld_tool_protocol
+from agentrl.recipes.tokenizer import bpe_tokenizer
+from agentrl.rollout import RolloutConfig, rollout_batch
+
+__all__ = ["CPU_SMOKE", "GPU", "PRESETS", "Score", "ScratchResult", "ScratchSetup", "run_scratch"]
+
+
+@dataclass(frozen=True)
+class ScratchSetup:
+    """One run (every random draw fixed by `seed`); defaults: the `gpu` preset."""
+
+    train_games: int = 640
+    eval_games: int = 64
+    """Generated valid_unseen games (floor plans train never uses)."""
+    corpus_games: int = 48
+    """Train games whose rendered explorer episodes train the tokenizer."""
+    vocab_size: int = 2048
+    """At most: 48 games' text fill about 1,100 tokens (every word of the games is one)."""
+    hidden_size: int = 512
+    layers: int = 8
+    heads: int = 8
+    kv_heads: int = 4
+    rope_theta: float = 10_000.0
+    max_steps: int = 50
+    """Replies per episode (the recipe's 50; the explorer needs 13 on average)."""
+    max_reply_tokens: int = 48
+    """A call is about 25 tokens of the project tokenizer."""
+    max_trajectory_tokens: int = 6144
+    """About 300 tokens of system prompt and first observation, then about 95 per turn."""
+    sft_steps: int = 500
+    sft_batch: int = 32
+    sft_learning_rate: float = 1e-3
+    updates: int = 10
+    games_per_batch: int = 16
+    group_size: int = 8
+    learning_rate: float = 1e-4
+    eval_samples: int = 2
+    eval_temperature: float = 1.0
+    """1: the policy RL samples from (the sampler's seeded stream); 0: greedy."""
+    device: str = "cuda"
+    micro_batch_tokens: int = 65_536
+    max_batch_rows: int = 256
+    env_workers: int = 0
+    """Persistent env worker processes (0: one per CPU)."""
+    torch_threads: int = 0
+    """CPU threads of torch (0: torch's default)."""
+    concurrent_games: int = 128
+    """Games played at once (each holds its engines in a worker)."""
+    seed: int = 0
+
+
+GPU = ScratchSetup()
+"""Sized for <= 10 minutes on one H200 (bf16); see docs/alfworld.md for the estimate."""
+CPU_SMOKE = replace(
+    ScratchSetup(),
+    train_games=6,
+    eval_games=2,
+    corpus_games=6,
+    hidden_size=64,
+    layers=2,
+    heads=4,
+    kv_heads=2,
+    max_steps=12,
+    sft_steps=4,
+    sft_batch=4,
+    updates=1,
+    games_per_batch=2,
+    group_size=2,
+    eval_samples=1,
+    device="cpu",
+    micro_batch_tokens=8192,
+    max_batch_rows=64,
+    env_workers=2,
+    torch_threads=1,
+)
+"""Plumbing only (about a minute on 2 CPU cores): the smoke test's size."""
+PRESETS = {"gpu": GPU, "cpu-smoke": CPU_SMOKE}
+BYTE_BUDGET = (512, 131_072)
+"""Reply and trajectory tokens of the tokenizer's corpus episodes (byte-level tokens)."""
+
+
+@dataclass(frozen=True)
+class Score:
+    """Success of one policy on a set of games."""
+
+    success: float
+    episodes: int
+    turns_per_episode: float
+    invalid_per_turn: float
+    tokens_per_episode: float
+    seconds: float
+
+
+@dataclass
+class ScratchResult:
+    """What one run measured (written to `result.json`)."""
+
+    setup: ScratchSetup
+    device: str
+    explorer_train: Score
+    explorer_eval: Score
+    before_rl: Score
+    after_rl: Score
+    train_success: list[float] = field(default_factory=list)
+    demos: int = 0
+    demo_tokens: int = 0
+    sft_tokens: int = 0
+    sft_loss: list[float] = field(default_factory=list)
+    parameters: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Wall seconds per phase, and `total`."""
+    cpu_seconds: float = 0.0
+    """CPU seconds of this process (the env workers' are not counted)."""
+
+
+def _score(groups: list[TrajectoryGroup], seconds: float) -> Score:
+    trajectories = [t for g in groups for t in g.trajectories]
+    turns = [turn for t in trajectories for turn in t.turns]
+    tokens = [
+        len(t.turns[-1].prompt_tokens) + len(t.turns[-1].completion_tokens)
+        for t in trajectories
+        if t.turns
+    ]
+    return Score(
+        success=float(np.mean([t.won for t in trajectories])),
+        episodes=len(trajectories),
+        turns_per_episode=len(turns) / max(1, len(trajectories)),
+        invalid_per_turn=float(np.mean([turn.invalid for turn in turns])) if turns else 0.0,
+        tokens_per_episode=float(np.mean(tokens)) if tokens else 0.0,
+        seconds=seconds,
+    )
+
+
+def _tasks(
+    setup: ScratchSetup, out: Path, data_root: Path | None
+) -> tuple[list[TaskInfo], list[TaskInfo]]:
+    if data_root is None:
+        data_root = out / "games"
+        generate_games(
+            data_root,
+            train=setup.train_games,
+            valid_unseen=setup.eval_games,
+            seed=setup.seed,
+            workers=setup.env_workers or os.cpu_count(),
+            progress=False,
+        )
+    train = [g.to_task() for g in find_games(data_root, ["train"])][: setup.train_games]
+    held_out = [g.to_task() for g in find_games(data_root, ["valid_unseen"])][: setup.eval_games]
+    return train, held_out
+
+
+class _Run:
+    """The run's shared pieces: the protocol and the env factory (with its worker pool)."""
+
+    def __init__(self, setup: ScratchSetup) -> None:
+        self.setup = setup
+        self.protocol = alfworld_tool_protocol(include_admissible=False)
+        pool = EnvWorkerPool(setup.env_workers or None)
+        self.factory = alfworld_group_factory(AlfworldEnvOptions(max_steps=setup.max_steps), pool)
+
+    async def play(
+        self,
+        sampler: Sampler,
+        tokenizer: Any,
+        tasks: list[TaskInfo],
+        group: int,
+        budget: tuple[int, int] | None = None,
+    ) -> tuple[list[TrajectoryGroup], Score]:
+        """Every task played `group` times by `sampler` (at `eval_temperature`), within the run's
+        token budgets (or `budget`: reply and trajectory tokens)."""
+        started = time.perf_counter()
+        reply, trajectory = budget or (
+            self.setup.max_reply_tokens,
+            self.setup.max_trajectory_tokens,
+        )
+        config = RolloutConfig(
+            group_size=group,
+            max_env_steps=self.setup.max_steps,
+            max_assistant_tokens=reply,
+            max_trajectory_tokens=trajectory,
+            sampling=SamplingParams(temperature=self.setup.eval_temperature),
+        )
+        groups = await rollout_batch(
+            tasks,
+            env_factory=self.factory,
+            sampler=sampler,
+            renderer=ChatRenderer(tokenizer, self.protocol.tools),
+            protocol=self.protocol,
+            config=config,
+            max_concurrent_groups=min(len(tasks), self.setup.concurrent_games),
+        )
+        return groups, _score(groups, time.perf_counter() - started)
+
+    async def explore(
+        self, tokenizer: Any, tasks: list[TaskInfo], budget: tuple[int, int] | None = None
+    ) -> tuple[list[TrajectoryGroup], Score]:
+        """The exploring expert's episodes (its calls written in the protocol's form)."""
+        from agentrl.testing import PolicySampler
+
+        sampler = PolicySampler(tokenizer, explorer_policy(self.protocol.call_text))
+        return await self.play(sampler, tokenizer, tasks, 1, budget)
+
+
+def _texts(groups: list[TrajectoryGroup], tokenizer: Any) -> list[str]:
+    """Rendered conversations of the episodes: the tokenizer's corpus."""
+    last = [t.turns[-1] for g in groups for t in g.trajectories if t.turns]
+    return [tokenizer.decode([*turn.prompt_tokens, *turn.completion_tokens]) for turn in last]
+
+
+def _backend(setup: ScratchSetup, tokenizer: Any, run_dir: Path) -> Any:
+    from agentrl.backends.local import LocalBackend
+
+    shape = {
+        "hidden_size": setup.hidden_size,
+        "intermediate_size": 3 * setup.hidden_size,
+        "num_hidden_layers": setup.layers,
+        "num_attention_heads": setup.heads,
+        "num_key_value_heads": setup.kv_heads,
+        "head_dim": setup.hidden_size // setup.heads,
+        "rope_theta": setup.rope_theta,
+    }
+    return LocalBackend.tiny(
+        tokenizer,
+        seed=setup.seed,
+        device=setup.device,
+        full_finetune=True,
+        checkpoint_dir=run_dir / "checkpoints",
+        model_overrides=shape,
+        micro_batch_tokens=setup.micro_batch_tokens,
+        max_batch_rows=setup.max_batch_rows,
+    )
+
+
+def _trainer(
+    setup: ScratchSetup,
+    run: _Run,
+    backend: Any,
+    tokenizer: Any,
+    tasks: list[TaskInfo],
+    run_dir: Path,
+) -> Any:
+    from agentrl.config import TrainConfig
+    from agentrl.reporting.sinks import JsonlSink
+    from agentrl.training.trainer import Trainer
+
+    config = TrainConfig.model_validate(
+        dict(
+            base_model="tiny",
+            backend="local",
+            device=setup.device,
+            env="alfworld",
+            show_admissible=False,
+            max_episode_steps=setup.max_steps,
+            max_assistant_tokens=setup.max_reply_tokens,
+            max_trajectory_tokens=setup.max_trajectory_tokens,
+            max_steps=setup.updates,
+            games_per_batch=setup.games_per_batch,
+            group_size=setup.group_size,
+            learning_rate=setup.learning_rate,
+            estimator="group_mean",
+            loss=LossName.PPO,
+            seed=setup.seed,
+            run_dir=run_dir,
+            save_every=setup.updates,
+            save_rollouts=False,
+        )
+    )
+    return Trainer(
+        config=config,
+        backend=backend,
+        env_factory=run.factory,
+        tasks=tasks,
+        renderer=ChatRenderer(tokenizer, run.protocol.tools),
+        protocol=run.protocol,
+        sinks=JsonlSink(run_dir / "metrics.jsonl"),
+        progress=False,
+    )
+
+
+async def run_scratch(
+    setup: ScratchSetup, out: Path, data_root: Path | None = None
+) -> ScratchResult:
+    """Games, demonstrations, tokenizer, imitation, eval, RL, eval (see the module docstring)."""
+    clock = started = time.perf_counter()
+    cpu_started = time.process_time()
+    seconds: dict[str, float] = {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[name] = round(now - clock, 2)
+        clock = now
+        print(f"[{now - started:7.1f}s] {name} done", flush=True)
+
+    if setup.torch_threads:
+        import torch
+
+        torch.set_num_threads(setup.torch_threads)
+    train, held_out = _tasks(setup, out, data_root)
+    lap("games")
+    run = _Run(setup)
+    try:
+        byte_level = bpe_tokenizer([], 0)
+        corpus, _ = await run.explore(byte_level, train[: setup.corpus_games], BYTE_BUDGET)
+        tokenizer = bpe_tokenizer(_texts(corpus, byte_level), setup.vocab_size)
+        lap("tokenizer")
+        groups, explorer_train = await run.explore(tokenizer, train)
+        episodes = [t for g in groups for t in g.trajectories if t.turns]
+        demos = [trajectory_to_datum(t, [1.0] * len(t.turns)) for t in episodes]
+        _, explorer_eval = await run.explore(tokenizer, held_out)
+        lap("demonstrations")
+        backend = _backend(setup, tokenizer, out / "run")
+        rng = random.Random(setup.seed)
+        sft_loss, sft_tokens = [], 0
+        for _ in range(setup.sft_steps):
+            batch = rng.sample(demos, min(setup.sft_batch, len(demos)))
+            fb = await backend.forward_backward(batch, LossName.CROSS_ENTROPY, LossConfig())
+            await backend.optim_step(AdamParams(learning_rate=setup.sft_learning_rate))
+            sft_loss.append(round(fb.loss, 4))
+            sft_tokens += sum(len(d.target_tokens) for d in batch)
+        lap("imitation")
+        _, before = await run.play(await backend.sampler(), tokenizer, held_out, setup.eval_samples)
+        lap("eval_before_rl")
+        trainer = _trainer(setup, run, backend, tokenizer, train, out / "run")
+        train_success = []
+        for number in range(1, setup.updates + 1):
+            metrics = await trainer.update(number)
+            train_success.append(round(metrics.stats.success_rate, 4))
+            print(f"update {number}: train success {metrics.stats.success_rate:.3f}", flush=True)
+        lap("rl")
+        _, after = await run.play(await backend.sampler(), tokenizer, held_out, setup.eval_samples)
+        lap("eval_after_rl")
+    finally:
+        await run.factory.close()
+    seconds["total"] = round(time.perf_counter() - started, 2)
+    cpu_seconds = round(time.process_time() - cpu_started, 2)
+    return ScratchResult(
+        setup=setup,
+        device=str(backend.device),
+        explorer_train=explorer_train,
+        explorer_eval=explorer_eval,
+        before_rl=before,
+        after_rl=after,
+        train_success=train_success,
+        demos=len(demos),
+        demo_tokens=sum(len(d.target_tokens) + 1 for d in demos),
+        sft_tokens=sft_tokens,
+        sft_loss=sft_loss,
+        parameters=sum(p.numel() for p in backend.trainable_parameters()),
+        seconds=seconds,
+        cpu_seconds=cpu_seconds,
+    )

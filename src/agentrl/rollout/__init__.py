@@ -1,0 +1,19 @@
+"""The rollout engine: K branches of one game sampled concurrently, exact token prefixes.
+
+`config` (`RolloutConfig`), `turn` (one turn of one branch), `engine` (`rollout_group`,
+`rollout_batch`) and `players` (`model_player`, `ReplySampler`).
+"""
+
+from agentrl.rollout.config import RolloutConfig, SamplerFailure
+from agentrl.rollout.engine import rollout_batch, rollout_group
+from agentrl.rollout.players import PlayFn, ReplySampler, model_player
+
+__all__ = [
+    "PlayFn",
+    "ReplySampler",
+    "RolloutConfig",
+    "SamplerFailure",
+    "model_player",
+    "rollout_batch",
+    "rollout_group",
+]

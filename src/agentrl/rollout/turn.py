@@ -1,0 +1,298 @@
+"""One turn of one branch: sample (with retries), parse the reply, step the environment,
+record the turn and extend the prompt by exactly the tokens that follow the completion.
+
+The table of turn semantics (statuses, stop reasons, budgets) is in docs/tools-and-rollout.md;
+`agentrl.rollout.engine` runs the turns of a group's branches concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from agentrl.backends.base import Sampler, SamplingParams
+from agentrl.chat import ChatRenderer, ChatTemplateError
+from agentrl.core.env import EnvGroup
+from agentrl.core.seeds import derive_seed
+from agentrl.core.tokens import TokenBuffer
+from agentrl.core.types import (
+    Completion,
+    CompletionStop,
+    CutReply,
+    EnvAction,
+    EnvStep,
+    Message,
+    StepCounting,
+    StopReason,
+    Turn,
+    TurnStatus,
+)
+from agentrl.rollout.config import RolloutConfig, SamplerFailure
+from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
+
+__all__ = ["Branch", "Stepper", "TurnSetup", "play_turn", "sample", "turn_params", "vocab_size"]
+
+log = logging.getLogger(__name__)
+
+
+def vocab_size(renderer: ChatRenderer) -> int | None:
+    """How many token ids the renderer's tokenizer can decode (None: unknown)."""
+    try:
+        return len(renderer.tokenizer)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _check_completion(completion: Completion, vocab_size: int | None) -> None:
+    """Raise ValueError for a completion no trajectory may hold (bad ids, NaN logprobs)."""
+    for token in completion.tokens:
+        if not isinstance(token, int) or token < 0 or (vocab_size and token >= vocab_size):
+            raise ValueError(
+                f"the sampler returned token id {token!r}, outside the tokenizer's "
+                f"range [0, {vocab_size})"
+            )
+    for logprob in completion.logprobs:
+        if not math.isfinite(logprob) or logprob > 1e-3:
+            raise ValueError(f"the sampler returned an invalid logprob {logprob!r}")
+
+
+async def sample(
+    sampler: Sampler,
+    prompt: Sequence[int],
+    num_samples: int,
+    params: SamplingParams,
+    config: RolloutConfig,
+    vocab_size: int | None = None,
+) -> list[Completion]:
+    """Sample with retries and exponential backoff; raise SamplerFailure at the end.
+
+    A malformed answer (wrong count, token ids outside `vocab_size`, non-finite logprobs)
+    counts as a failed attempt, like an exception."""
+    delay = config.retry_backoff
+    last: BaseException | None = None
+    for attempt in range(config.sampler_retries + 1):
+        if attempt:
+            await asyncio.sleep(delay)
+            delay *= 2
+        try:
+            request = sampler.sample(prompt, num_samples, params)
+            if config.sample_timeout is not None:
+                completions = await asyncio.wait_for(request, config.sample_timeout)
+            else:
+                completions = await request
+            if len(completions) != num_samples:
+                raise ValueError(f"asked for {num_samples} completions, got {len(completions)}")
+            for completion in completions:
+                _check_completion(completion, vocab_size)
+            return list(completions)
+        except Exception as exc:
+            last = exc
+            log.warning("sampling failed (attempt %d): %s", attempt + 1, exc)
+    raise SamplerFailure(
+        f"sampling failed after {config.sampler_retries + 1} attempts: "
+        f"{type(last).__name__}: {last}"
+    )
+
+
+class Stepper:
+    """Serialises a group's env steps and batches the actions of branches ready together."""
+
+    def __init__(self, group: EnvGroup) -> None:
+        self._group = group
+        self._pending: dict[int, tuple[EnvAction, asyncio.Future[EnvStep]]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def step(self, branch: int, action: EnvAction) -> EnvStep:
+        future: asyncio.Future[EnvStep] = asyncio.get_running_loop().create_future()
+        self._pending[branch] = (action, future)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        batch: dict[int, tuple[EnvAction, asyncio.Future[EnvStep]]] = {}
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, {}
+                actions = [batch[i][0] if i in batch else None for i in range(self._group.size)]
+                try:
+                    steps = await self._group.step(actions)
+                    if len(steps) != len(actions):
+                        raise RuntimeError(f"step() returned {len(steps)} steps for {len(actions)}")
+                except Exception as exc:
+                    for _, future in batch.values():
+                        future.set_exception(exc)
+                else:
+                    for i, (_, future) in batch.items():
+                        future.set_result(steps[i])
+                batch = {}
+        finally:
+            for _, future in [*batch.values(), *self._pending.values()]:
+                if not future.done():
+                    future.set_exception(RuntimeError("environment stepping was interrupted"))
+
+
+@dataclass
+class Branch:
+    """Mutable state of one live branch (private to the engine)."""
+
+    index: int
+    prompt: TokenBuffer
+    """The current prompt; each turn records a prefix of it (one buffer per segment)."""
+    current: EnvStep
+    messages: list[Message]
+    turns: list[Turn] = field(default_factory=list)
+    env_steps: int = 0
+    """Turns whose call reached the environment."""
+    steps_used: int = 0
+    """Steps counted against `max_env_steps` (see `RolloutConfig.step_counting`)."""
+    completion_tokens: int = 0
+    prefill: int = 0
+    stop: StopReason | None = None
+    error: str | None = None
+    new_segment: bool = False
+    """The current prompt was re-rendered (it starts a new segment)."""
+
+
+@dataclass(frozen=True)
+class TurnSetup:
+    sampler: Sampler
+    renderer: ChatRenderer
+    protocol: ToolProtocol
+    config: RolloutConfig
+    group_id: str = ""
+    """Keys the group's sampling seeds (see `RolloutConfig.sampling`)."""
+
+
+def _status(step: EnvStep | None) -> TurnStatus:
+    """The turn's status: whether its action was valid comes first, the episode's end second
+    (a non-admissible action on the step that ends the episode is NOT_ADMISSIBLE)."""
+    if step is None:
+        return TurnStatus.INVALID_FORMAT
+    if step.won:
+        return TurnStatus.WON
+    if not step.admissible:
+        return TurnStatus.NOT_ADMISSIBLE
+    return TurnStatus.ENDED if step.done else TurnStatus.EXECUTED
+
+
+def _env_stop(step: EnvStep | None) -> StopReason | None:
+    """The stop reason the environment's own answer implies, if any."""
+    if step is None:
+        return None
+    if step.error is not None:
+        return StopReason.ENV_ERROR
+    if step.won:
+        return StopReason.WON
+    if step.done:
+        return StopReason.MAX_STEPS if step.info.get("truncated") is True else StopReason.ENV_DONE
+    return None
+
+
+def _budget_stop(
+    branch: Branch, cut: bool, max_tokens: int, config: RolloutConfig
+) -> StopReason | None:
+    """The stop reason a budget implies after a turn the environment did not end."""
+    if cut and max_tokens < config.max_assistant_tokens:
+        return StopReason.TOKEN_BUDGET  # the trajectory budget, not the per-turn limit, cut it
+    if cut and config.cut_reply is CutReply.END:
+        return StopReason.ASSISTANT_TOKEN_LIMIT
+    if branch.steps_used >= config.max_env_steps:
+        return StopReason.MAX_STEPS
+    return None
+
+
+async def play_turn(
+    branch: Branch, completion: Completion, max_tokens: int, setup: TurnSetup, stepper: Stepper
+) -> None:
+    """Parse one completion, step the env, record the turn and extend the prompt."""
+    config, renderer = setup.config, setup.renderer
+    prefill = completion.prefill_tokens
+    branch.prefill += len(branch.prompt) if prefill is None else prefill
+    branch.completion_tokens += len(completion.tokens)
+    text = renderer.completion_text(completion.tokens)
+    cut = completion.stop_reason is CompletionStop.LENGTH
+    parsed = parse_with_dialect(setup.protocol, renderer.dialect, text, truncated=cut)
+    step: EnvStep | None = None
+    action = parsed.env_action
+    if action is not None:
+        try:
+            step = await stepper.step(branch.index, action)
+        except Exception as exc:
+            step = EnvStep(observation="", error=f"{type(exc).__name__}: {exc}")
+        branch.env_steps += 1
+    if step is not None or config.step_counting is StepCounting.TURNS:
+        branch.steps_used += 1
+    status = _status(step)
+    stop = _env_stop(step)
+    if step is not None and step.error is not None:
+        branch.error = step.error
+    if stop is None:
+        stop = _budget_stop(branch, cut, max_tokens, config)
+    turn = Turn(
+        prompt_tokens=branch.prompt.prefix(),
+        completion_tokens=completion.tokens,
+        logprobs=completion.logprobs,
+        assistant_text=text,
+        parsed=parsed,
+        status=status,
+        env_step=step,
+        state_key=branch.current.state_key,
+        new_segment=branch.new_segment,
+    )
+    branch.messages.append(Message(role="assistant", content=text))
+    if stop is None:
+        result = ToolResult(
+            status=status,
+            step=step if step is not None else branch.current,
+            parsed=parsed,
+            env_steps=branch.steps_used,
+            max_env_steps=config.max_env_steps,
+        )
+        messages = tool_messages(setup.protocol, result)
+        extension, fresh = _next_prompt(branch, completion, messages, setup)
+        length = len(extension) + (0 if fresh else len(branch.prompt) + len(completion.tokens))
+        if length >= config.max_trajectory_tokens:
+            stop = StopReason.TOKEN_BUDGET
+        else:
+            turn = replace(turn, tool_message=messages[0], more_tool_messages=messages[1:])
+            branch.messages.extend(messages)
+            if fresh:
+                branch.prompt = TokenBuffer(extension)
+            else:
+                branch.prompt.extend(completion.tokens)
+                branch.prompt.extend(extension)
+            branch.new_segment = fresh
+            if step is not None:
+                branch.current = step
+    branch.turns.append(turn)
+    branch.stop = stop
+
+
+def _next_prompt(
+    branch: Branch, completion: Completion, messages: Sequence[Message], setup: TurnSetup
+) -> tuple[list[int], bool]:
+    """What the next prompt needs and whether it starts a new segment: the tokens that extend
+    the last prompt after the completion (`ChatRenderer.continuation`), or a fresh render of the
+    conversation where the template cannot be extended."""
+    renderer = setup.renderer
+    if not renderer.segments:
+        try:
+            return renderer.continuation(completion.tokens, messages), False
+        except ChatTemplateError as exc:
+            log.warning("cannot extend the prompt (%s); starting a new segment", exc)
+    return renderer.segment_prompt([*branch.messages, *messages], setup.protocol.tools), True
+
+
+def turn_params(setup: TurnSetup, max_tokens: int, *key: int | str) -> SamplingParams:
+    """The turn's sampling parameters; a base seed becomes the request's keyed seed
+    `derive_seed(seed, group_id, *key)`."""
+    sampling = setup.config.sampling
+    stops = sampling.stop_tokens or setup.renderer.stop_tokens
+    seed = sampling.seed
+    if seed is not None:
+        seed = derive_seed(seed, setup.group_id, *key)
+    return replace(sampling, max_tokens=max_tokens, stop_tokens=stops, seed=seed)
