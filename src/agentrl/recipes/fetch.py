@@ -81,7 +81,7 @@ class LearningSetup:
 BENCHMARK = LearningSetup()
 """`benchmarks/learning.py`: one run per estimator and seed (about 3 minutes each)."""
 TEST = LearningSetup(updates=100, eval_every=100)
-"""The fast learning test (`tests/test_learning_wins.py`, about 2 minutes on 2 cores)."""
+"""The fast learning test (`tests/recipes/test_learning_wins.py`, about 2 minutes on 2 cores)."""
 DEMO = LearningSetup(updates=100, eval_every=20)
 """The first phase of `agentrl demo`."""
 SMOKE = LearningSetup(
