@@ -132,7 +132,7 @@ class DemoReport:
             "\nALFWorld: the tiny random-initialised model cannot play it (0% next to the "
             "planner's ceiling is expected; its replies are not yet valid tool calls, so its "
             "reward stays near -0.1 x the step cap): this phase checks the pipeline. Train a "
-            "real model with `agentrl train` (README)."
+            "real model with `agentrl train` (docs/recipe.md)."
         )
         if self.learning is not None:
             lines.append(learning_line(self.learning))
