@@ -171,5 +171,3 @@ def test_the_cli_lists_envs(capsys: pytest.CaptureFixture[str]) -> None:
         main(["train", "--env", "nosuchenv", "--run-dir", "x"])
     assert exited.value.code == 2
     assert "--env: Value error, unknown env 'nosuchenv'" in capsys.readouterr().err
-
-
