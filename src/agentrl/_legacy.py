@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType, ModuleType
 
-__all__ = ["MOVED", "LegacyFinder", "install"]
+__all__ = ["MOVED", "MOVED_NAMES", "LegacyFinder", "install", "moved_name"]
 
 MOVED: Mapping[str, str] = MappingProxyType(
     {
@@ -58,6 +58,30 @@ MOVED: Mapping[str, str] = MappingProxyType(
     }
 )
 """Old module name -> new module name."""
+
+MOVED_NAMES: Mapping[str, Mapping[str, str]] = MappingProxyType(
+    {
+        "agentrl.evaluation": {"planner_player": "agentrl.envs.alfworld.baseline"},
+        "agentrl.evaluation.run": {"planner_player": "agentrl.envs.alfworld.baseline"},
+        "agentrl.training.recipe": {
+            "PYCODE_COUNTS": "agentrl.envs.pycode.spec",
+            "TOY_EVAL_GAMES": "agentrl.envs.toy.spec",
+            "TOY_SEEDS": "agentrl.envs.toy.spec",
+            "TOY_TRAIN_GAMES": "agentrl.envs.toy.spec",
+        },
+    }
+)
+"""Module -> {old name -> the module it moved to}: env-specific names that left a room (which
+imports no env) for their env plug-in. The room's `__getattr__` finds them by name here, so the
+old `from agentrl.evaluation import planner_player` gives the very same object."""
+
+
+def moved_name(module: str, name: str) -> object:
+    """The object `name` of `module` that moved to another module (`AttributeError` if none)."""
+    target = MOVED_NAMES.get(module, {}).get(name)
+    if target is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(target), name)
 
 
 class LegacyFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -31,7 +31,7 @@ async def _train(config: TrainConfig) -> int:
     check_run_dir(config)
     recipe.check_credentials(config)
     tasks = recipe.tasks_for(config, [config.train_split], progress=True)
-    print(f"{len(tasks)} training games ({config.env.value}, split {config.train_split})")
+    print(f"{len(tasks)} training games ({config.env}, split {config.train_split})")
     tokenizer = recipe.tokenizer_for(config)
     protocol = recipe.tool_protocol_for(config)
     backend = await recipe.training_backend_for(config, tokenizer)

@@ -3,11 +3,12 @@
 Every field has a one-line description (used by `agentrl train --help` / `agentrl eval --help`)
 and unknown fields are rejected. Field names follow the familiar command-line flags
 (`max_steps` is `--max-steps`, the number of training updates). Components chosen by name
-(backend, estimator, reward) are built by `agentrl.config.plugins` or by their plug-in;
+(backend, estimator, reward, env) are built by `agentrl.config.plugins` or by their plug-in;
 Python users may pass objects to the trainer instead.
 
 `names` (the enums), `common` (`CommonConfig`), `train` (`TrainConfig`), `eval` (`EvalConfig`),
-`plugins` (name -> factory lookup of estimators and rewards).
+`envspec` (`EnvSpec`, what an env plug-in declares), `plugins` (name -> factory lookup of
+estimators and rewards, and of envs through the `agentrl.envs` entry points).
 """
 
 from agentrl.config.common import CommonConfig

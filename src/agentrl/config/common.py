@@ -3,6 +3,7 @@ environment, budgets, sampling, reward, trackers)."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Self
 
@@ -13,7 +14,6 @@ from agentrl.backends.base import SamplingParams
 from agentrl.config.names import (
     BackendName,
     EnvEngine,
-    EnvName,
     RewardName,
     SamplerName,
     SwanLabMode,
@@ -65,8 +65,10 @@ class CommonConfig(BaseModel):
         False, description="extend prompts even where the chat template rewrites earlier turns"
     )
     device: str = Field("auto", description="torch device for the local backend (auto, cpu, cuda)")
-    env: EnvName = Field(
-        EnvName.ALFWORLD, description="environment: alfworld, or toy (tiny built-in task)"
+    env: str = Field(
+        "alfworld",
+        description="environment: the name of an installed env (`agentrl envs` lists them: "
+        "alfworld, toy, pycode, and any package's)",
     )
     data_root: Path | None = Field(
         None, description="ALFWorld data root (default: $ALFWORLD_DATA, then the alfworld cache)"
@@ -142,6 +144,14 @@ class CommonConfig(BaseModel):
             raise ValueError(f"{value}: no such chat template file")
         return value
 
+    @field_validator("env", mode="before")
+    @classmethod
+    def _check_env(cls, value: object) -> object:
+        from agentrl.config.plugins import check_env_name
+
+        name = value.value if isinstance(value, Enum) else value  # EnvName.TOY
+        return check_env_name(name) if isinstance(name, str) else name
+
     @field_validator("tool_dialect")
     @classmethod
     def _check_dialect(cls, value: str | None) -> str | None:
@@ -186,11 +196,13 @@ class CommonConfig(BaseModel):
         )
 
     def reward_fn(self) -> RewardFn:
-        """The configured reward function (pycode with a `call_penalty`: `PycodeReward`)."""
-        if self.env is EnvName.PYCODE and self.call_penalty > 0:
-            from agentrl.envs.pycode import PycodeReward
+        """The configured reward function, unless the env's `EnvSpec` gives one (pycode with a
+        `call_penalty`: `PycodeReward`)."""
+        from agentrl.config.plugins import env_spec
 
-            return PycodeReward(self.win_reward, self.invalid_penalty, self.call_penalty)
+        own = env_spec(self.env).reward_for(self)
+        if own is not None:
+            return own
         return make_reward(
             self.reward.value,
             RewardOptions(win_reward=self.win_reward, invalid_penalty=self.invalid_penalty),

@@ -89,7 +89,8 @@ class StalePolicy(StrEnum):
 
 
 class EnvName(StrEnum):
-    """Environments the command line can build (Python users pass any `EnvGroupFactory`)."""
+    """The environments agentrl ships (kept for old code: `config.env` is now the name of any
+    installed env, see `agentrl.config.plugins.env_names`; `EnvName.TOY == "toy"`)."""
 
     ALFWORLD = "alfworld"
     TOY = "toy"

@@ -6,8 +6,9 @@ loses only the games still running), and at the end writes one `type=summary` re
 and `overall` (see docs/evaluation.md). An existing file is never overwritten unless asked;
 `resume=True` skips the episodes already in it and finishes the rest. Who plays is a `PlayFn`
 (one game in, one `TrajectoryGroup` out): `model_player` (the rollout engine and a `Sampler`)
-or `planner_player` (the ALFWorld planner baseline through the same engine, so its episodes,
-statuses and metrics are recorded exactly like a model's).
+or an env's baseline player (its `EnvSpec.baseline`: the ALFWorld planner, the pycode solver),
+played through the same engine, so its episodes, statuses and metrics are recorded exactly like
+a model's.
 
 `evaluate(config)` assembles everything from an `EvalConfig` (what `agentrl eval` runs). The
 summaries and the run's label: `agentrl.evaluation.summary`.
@@ -21,13 +22,14 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agentrl._legacy import moved_name
 from agentrl.algo.metrics import SplitSummary
-from agentrl.algo.rewards import RewardFn
-from agentrl.chat import ChatRenderer
 from agentrl.config import EvalConfig, EvalPolicy
-from agentrl.core.env import EnvGroupFactory, close_env_factory
+from agentrl.config.envspec import Baseline
+from agentrl.config.plugins import env_spec, env_specs
+from agentrl.core.env import close_env_factory
 from agentrl.core.types import (
     JsonObject,
     StopReason,
@@ -37,7 +39,7 @@ from agentrl.core.types import (
 )
 from agentrl.evaluation.summary import default_label, log_summaries, write_summaries
 from agentrl.reporting.sinks import MetricSink
-from agentrl.rollout import PlayFn, ReplySampler, RolloutConfig, model_player
+from agentrl.rollout import PlayFn, model_player
 from agentrl.store.eval_records import (
     episode_id,
     episode_record,
@@ -47,13 +49,9 @@ from agentrl.store.eval_records import (
 from agentrl.store.jsonl import JsonlWriter, WriteMode
 from agentrl.store.lock import OutputLock, check_not_in_use
 from agentrl.store.records import TrajectoryRecord
-from agentrl.tools import CommandTool
 from agentrl.training.preflight import check_token_budget
 
-if TYPE_CHECKING:
-    from agentrl.envs.alfworld.planner import PlanSource
-
-__all__ = ["RESUME_IGNORED", "EvalOutcome", "evaluate", "evaluate_tasks", "planner_player"]
+__all__ = ["RESUME_IGNORED", "EvalOutcome", "evaluate", "evaluate_tasks"]
 
 log = logging.getLogger(__name__)
 
@@ -77,40 +75,9 @@ class EvalOutcome:
     """Episodes already in the file (resume)."""
 
 
-def planner_player(
-    *,
-    env_factory: EnvGroupFactory,
-    renderer: ChatRenderer,
-    protocol: CommandTool,
-    rollout: RolloutConfig,
-    reward_fn: RewardFn,
-    source: PlanSource = "auto",
-) -> PlayFn:
-    """ALFWorld games played by the planner baseline, as tool calls through the rollout engine.
-
-    Each game's plan comes from `agentrl.envs.alfworld.PlannerPolicy` (the game's stored
-    walkthrough, the expert, or Fast Downward); every plan step is sent as the protocol's tool
-    call, so statuses, rewards and records are exactly those a model would get.
-    """
-    from agentrl.envs.alfworld import PlannerPolicy
-
-    async def play(task: TaskInfo) -> TrajectoryGroup:
-        policy = PlannerPolicy(source)
-        await policy.start(task, rollout.group_size)
-        write = renderer.dialect
-        replies = [protocol.call_text(action, dialect=write) for action in policy.plan]
-        sampler = ReplySampler(renderer, replies, protocol.call_text("look", dialect=write))
-        player = model_player(
-            env_factory=env_factory,
-            sampler=sampler,
-            renderer=renderer,
-            protocol=protocol,
-            rollout=rollout,
-            reward_fn=reward_fn,
-        )
-        return await player(task)
-
-    return play
+def __getattr__(name: str) -> object:
+    """`planner_player` moved into the ALFWorld plug-in (`agentrl.envs.alfworld.baseline`)."""
+    return moved_name(__name__, name)
 
 
 def _failed_group(task: TaskInfo, samples: int, error: BaseException) -> TrajectoryGroup:
@@ -264,6 +231,21 @@ async def _evaluate_locked(
     return EvalOutcome(output, label, summaries, played, skipped)
 
 
+def _baseline(config: EvalConfig) -> Baseline | None:
+    """The env's baseline player `--policy` names (None: the model plays)."""
+    if config.policy is EvalPolicy.MODEL:
+        return None
+    policy = config.policy.value
+    baseline = env_spec(config.env).baseline
+    if baseline is not None and baseline.policy == policy:
+        return baseline
+    owners = [s for s in env_specs() if s.baseline is not None and s.baseline.policy == policy]
+    if not owners or owners[0].baseline is None:
+        raise ValueError(f"--policy {policy}: no installed env has a {policy} baseline")
+    plays, names = owners[0].baseline.plays, " or ".join(f"--env {s.name}" for s in owners)
+    raise ValueError(f"--policy {policy} plays {plays} only; use {names}")
+
+
 async def evaluate(
     config: EvalConfig, *, sinks: MetricSink | None = None, progress: bool = True
 ) -> EvalOutcome:
@@ -276,7 +258,8 @@ async def evaluate(
     recipe.check_credentials(config)
     tasks = recipe.tasks_for(config, config.split.splits, config.limit_per_split, progress=progress)
     protocol = recipe.tool_protocol_for(config)
-    planner = config.policy in (EvalPolicy.PLANNER, EvalPolicy.SOLVER)
+    baseline = _baseline(config)
+    planner = baseline is not None
     tokenizer: Any
     if planner and config.tokenizer_path is None:
         from agentrl.chat.tokenizers import build_qwen_tokenizer
@@ -293,23 +276,8 @@ async def evaluate(
         await check_token_budget(
             tasks[0], env_factory=env_factory, renderer=renderer, protocol=protocol, config=rollout
         )
-    if config.policy is EvalPolicy.SOLVER:
-        from agentrl.envs.pycode.solver import solver_player
-        from agentrl.tools import FunctionTools
-
-        if config.env.value != "pycode" or not isinstance(protocol, FunctionTools):
-            raise ValueError("--policy solver plays pycode tasks only; use --env pycode")
-        play = solver_player(
-            env_factory=env_factory,
-            renderer=renderer,
-            protocol=protocol,
-            rollout=rollout,
-            reward_fn=config.reward_fn(),
-        )
-    elif planner:
-        if config.env.value != "alfworld" or not isinstance(protocol, CommandTool):
-            raise ValueError("--policy planner plays ALFWorld games only; use --env alfworld")
-        play = planner_player(
+    if baseline is not None:
+        play = baseline.player(
             env_factory=env_factory,
             renderer=renderer,
             protocol=protocol,

@@ -32,7 +32,8 @@ from pathlib import Path
 from agentrl.algo.datums import Datum, trajectory_to_datum
 from agentrl.backends.base import AdamParams, LossConfig, LossName, TrainingBackend
 from agentrl.core.types import TrajectoryGroup
-from agentrl.evaluation import EvalOutcome, evaluate, planner_player
+from agentrl.envs.alfworld.baseline import planner_player
+from agentrl.evaluation import EvalOutcome, evaluate
 from agentrl.recipes.learning import DEMO as DEMO_LEARNING
 from agentrl.recipes.learning import LearningResult, LearningSetup
 from agentrl.tools import CommandTool

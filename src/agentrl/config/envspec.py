@@ -1,0 +1,102 @@
+"""`EnvSpec`: what an environment plug-in declares, so the command line, the configs, evaluation
+and the training builders can use it by name without importing it.
+
+An env package exposes one `EnvSpec` object and names it in the `agentrl.envs` entry-point group
+of its `pyproject.toml` (`agentrl.config.plugins.env_spec(name)` finds it):
+
+```toml
+[project.entry-points."agentrl.envs"]
+myenv = "mypkg.spec:SPEC"
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from agentrl.algo.rewards import RewardFn
+from agentrl.chat import ChatRenderer
+from agentrl.core.env import EnvGroupFactory
+from agentrl.core.types import TaskInfo
+from agentrl.rollout import PlayFn, RolloutConfig
+from agentrl.tools import ToolProtocol
+
+if TYPE_CHECKING:
+    from agentrl.config.common import CommonConfig
+
+__all__ = ["Baseline", "BaselineFactory", "EnvSpec", "TasksFn"]
+
+
+class TasksFn(Protocol):
+    """The tasks of `splits` (each cut to `limit_per_split`), split by split."""
+
+    def __call__(
+        self,
+        config: CommonConfig,
+        splits: Sequence[str],
+        limit_per_split: int | None = None,
+        progress: bool = False,
+    ) -> list[TaskInfo]:
+        """The tasks of `splits`."""
+        ...
+
+
+class BaselineFactory(Protocol):
+    """Builds the player of a non-model baseline (it plays through the rollout engine)."""
+
+    def __call__(
+        self,
+        *,
+        env_factory: EnvGroupFactory,
+        renderer: ChatRenderer,
+        protocol: ToolProtocol,
+        rollout: RolloutConfig,
+        reward_fn: RewardFn,
+    ) -> PlayFn:
+        """The baseline's `PlayFn`."""
+        ...
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A scripted player `agentrl eval --policy NAME` can use instead of a model."""
+
+    policy: str
+    """The `--policy` value that chooses it (`planner`, `solver`)."""
+    plays: str
+    """What it plays, for error messages ("ALFWorld games")."""
+    player: BaselineFactory
+    """Builds its `PlayFn`."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """An environment plug-in: its name, tasks, env-group factory, tools and defaults."""
+
+    name: str
+    """The name `--env` takes (and the entry point's name)."""
+    summary: str
+    """One line for `agentrl envs`."""
+    splits: tuple[str, ...]
+    """The task splits it offers (`train`, `valid_seen`, ...)."""
+    tasks: TasksFn
+    """`tasks(config, splits, limit_per_split, progress)`: the tasks of those splits."""
+    group_factory: Callable[[CommonConfig], EnvGroupFactory]
+    """The `EnvGroupFactory` for a config."""
+    tool_protocol: Callable[[CommonConfig], ToolProtocol]
+    """The tool protocol for a config."""
+    reward: Callable[[CommonConfig], RewardFn | None] | None = None
+    """The env's default reward for a config (None: the configured `--reward`)."""
+    baseline: Baseline | None = None
+    """A scripted baseline player for evaluation, if the env has one."""
+    config_fields: tuple[str, ...] = ()
+    """The config fields the env reads (listed by `agentrl envs`)."""
+    generate: Callable[[argparse.Namespace], int] | None = None
+    """`agentrl generate --env NAME`: writes task files from the parsed flags; exit status."""
+
+    def reward_for(self, config: CommonConfig) -> RewardFn | None:
+        """The env's reward for `config`, or None where the configured reward applies."""
+        return None if self.reward is None else self.reward(config)
