@@ -15,13 +15,6 @@ from agentrl.training.interrupts import run_until_signal
 __all__ = ["add_parser", "run"]
 
 
-async def _close(client: object) -> None:
-    """Finish a remote session (backends and samplers that own one have `close()`)."""
-    close = getattr(client, "close", None)
-    if close is not None:
-        await close()
-
-
 async def _train(config: TrainConfig) -> int:
     from agentrl.store.lock import check_not_in_use
     from agentrl.training import recipe
@@ -59,7 +52,7 @@ async def _train(config: TrainConfig) -> int:
     finally:
         await trainer.close()
         await close_env_factory(env_factory)
-        await _close(backend)
+        await backend.close()  # built here, so closed here
     print(
         f"finished update {result.last_update} of {config.max_steps}; run folder {config.run_dir}"
     )
