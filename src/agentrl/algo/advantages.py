@@ -14,7 +14,11 @@ Conventions shared by every estimator here:
 Every estimator here is *group-local* (`group_local = True`): a group's advantages depend on
 that group only, so estimating one group at a time gives what estimating the batch gives. The
 trainer relies on it to stream groups to training as they finish (`--stream-groups`); an
-estimator that normalises over the whole batch must not set it (`is_group_local`).
+estimator that normalises over the whole batch declares `group_local = False`.
+
+`score_groups` is the one call that turns played groups into `ScoredGroup`s (each group with
+its advantages and degenerate flag): the training pipeline calls it once per group (group-local
+estimators) or once per final batch (others), and everything downstream reuses its answer.
 """
 
 from __future__ import annotations
@@ -38,8 +42,11 @@ __all__ = [
     "GroupMean",
     "GroupNormalized",
     "LeaveOneOut",
+    "ScoredGroup",
     "TrajectoryLevelEstimator",
+    "advantages_of",
     "is_group_local",
+    "score_groups",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -80,15 +87,50 @@ class Advantages:
 class AdvantageEstimator(Protocol):
     """Turns groups of scored trajectories into per-turn advantages."""
 
+    @property
+    def group_local(self) -> bool:
+        """True when a group's advantages depend on that group only (estimating one group at a
+        time gives what estimating the batch gives); False when they may depend on the batch."""
+        ...
+
     def estimate(self, groups: Sequence[TrajectoryGroup]) -> Advantages:
         """Advantages for every assistant turn of every trajectory, group by group."""
         ...
 
 
 def is_group_local(estimator: AdvantageEstimator) -> bool:
-    """Whether `estimator` says a group's advantages depend on that group only (its
-    `group_local` attribute; an estimator without one is assumed to look at the whole batch)."""
-    return getattr(estimator, "group_local", False) is True
+    """Whether `estimator` declares `group_local = True`; an object that does not implement
+    the protocol's `group_local` member is not an `AdvantageEstimator` and is not group-local."""
+    return isinstance(estimator, AdvantageEstimator) and estimator.group_local is True
+
+
+@dataclass(frozen=True, eq=False)
+class ScoredGroup:
+    """One played group with its advantages: what the pipeline hands the trainer."""
+
+    group: TrajectoryGroup
+    advantages: GroupAdvantages
+
+    @property
+    def degenerate(self) -> bool:
+        """All rewards equal (no learning signal)."""
+        return self.advantages.degenerate
+
+
+def score_groups(
+    estimator: AdvantageEstimator, groups: Sequence[TrajectoryGroup]
+) -> tuple[ScoredGroup, ...]:
+    """ONE `estimator.estimate(groups)`, checked finite, paired group by group."""
+    if not groups:
+        return ()
+    answer = estimator.estimate(groups)
+    check_finite(answer)
+    return tuple(ScoredGroup(g, a) for g, a in zip(groups, answer.groups, strict=True))
+
+
+def advantages_of(scored: Sequence[ScoredGroup]) -> Advantages:
+    """The `Advantages` of scored groups, in their order."""
+    return Advantages(tuple(s.advantages for s in scored))
 
 
 def usable(trajectory: Trajectory) -> bool:

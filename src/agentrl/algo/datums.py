@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from agentrl.algo.advantages import Advantages
+from agentrl.algo.advantages import Advantages, ScoredGroup, advantages_of
 from agentrl.core.tokens import TokenPrefix
 from agentrl.core.types import Trajectory, TrajectoryGroup, Turn
 
@@ -38,6 +38,7 @@ __all__ = [
     "PrefixError",
     "build_datums",
     "has_signal",
+    "scored_datums",
     "segments",
     "trajectory_to_datum",
     "trajectory_to_datums",
@@ -188,3 +189,10 @@ def build_datums(
                 continue
             datums.extend(trajectory_to_datums(trajectory, turn_adv))
     return datums
+
+
+def scored_datums(scored: Sequence[ScoredGroup]) -> list[Datum]:
+    """The training datums of scored groups (zero-advantage trajectories skipped): the one
+    function whole-batch training and streaming (`agentrl.training.streaming`) both use, so a
+    batch streamed group by group gives the datums of the batch trained at once."""
+    return build_datums([s.group for s in scored], advantages_of(scored), skip_zero_advantage=True)

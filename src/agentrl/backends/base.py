@@ -132,3 +132,8 @@ class TrainingBackend(Protocol):
     async def load(self, ref: CheckpointRef) -> None:
         """Restore training state (weights and optimizer) from a checkpoint."""
         ...
+
+    async def close(self) -> None:
+        """Release what the backend holds (a remote session, a sampler engine); calling it
+        twice is harmless. Whoever built the backend calls it."""
+        ...

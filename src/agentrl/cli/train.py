@@ -9,16 +9,10 @@ import sys
 
 from agentrl.cli.args import Subparsers, add_config_arguments, config_from_args
 from agentrl.config import TrainConfig
+from agentrl.core.env import close_env_factory
 from agentrl.training.interrupts import run_until_signal
 
 __all__ = ["add_parser", "run"]
-
-
-async def _close(client: object) -> None:
-    """Finish a remote session (backends and samplers that own one have `close()`)."""
-    close = getattr(client, "close", None)
-    if close is not None:
-        await close()
 
 
 async def _train(config: TrainConfig) -> int:
@@ -35,10 +29,11 @@ async def _train(config: TrainConfig) -> int:
     tokenizer = recipe.tokenizer_for(config)
     protocol = recipe.tool_protocol_for(config)
     backend = await recipe.training_backend_for(config, tokenizer)
+    env_factory = recipe.env_factory_for(config)  # built here, so closed here
     trainer = Trainer(
         config=config,
         backend=backend,
-        env_factory=recipe.env_factory_for(config),
+        env_factory=env_factory,
         tasks=tasks,
         renderer=recipe.renderer_for(tokenizer, protocol, config),
         protocol=protocol,
@@ -56,7 +51,8 @@ async def _train(config: TrainConfig) -> int:
         raise KeyboardInterrupt from None
     finally:
         await trainer.close()
-        await _close(backend)
+        await close_env_factory(env_factory)
+        await backend.close()  # built here, so closed here
     print(
         f"finished update {result.last_update} of {config.max_steps}; run folder {config.run_dir}"
     )

@@ -6,18 +6,21 @@ is: it is finished, or its tool call was invalid). A branch's action is an `EnvA
 turn's tool calls (function tools, `agentrl.tools.FunctionTools`), or, for a text-command
 environment (the one-tool case, `CommandTool`), the command string; `command_of` reads the
 command from either. A single environment is the K=1 case.
+A factory that holds a resource (a worker pool) is a `ClosableEnvFactory`: it declares
+`async close()`. Whoever builds the factory closes it (`close_env_factory`); a trainer or an
+evaluation that is handed one leaves it open.
 The checker that every implementation must pass lives in `agentrl.testing`.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from agentrl.core.types import EnvAction, EnvStep, TaskInfo
 
 __all__ = [
+    "ClosableEnvFactory",
     "EnvAction",
     "EnvGroup",
     "EnvGroupFactory",
@@ -79,11 +82,17 @@ class EnvGroupFactory(Protocol):
         ...
 
 
-async def close_env_factory(factory: EnvGroupFactory) -> None:
-    """Stop what an env factory holds (e.g. a worker pool: its `close()`, sync or async);
-    harmless for a plain function."""
-    close = getattr(factory, "close", None)
-    if close is not None:
-        result = close()
-        if inspect.isawaitable(result):
-            await result
+@runtime_checkable
+class ClosableEnvFactory(EnvGroupFactory, Protocol):
+    """An `EnvGroupFactory` that owns a resource (e.g. a worker pool) and releases it."""
+
+    async def close(self) -> None:
+        """Stop what the factory holds; calling it twice is harmless."""
+        ...
+
+
+async def close_env_factory(factory: EnvGroupFactory | ClosableEnvFactory) -> None:
+    """Close a factory that declares `ClosableEnvFactory.close`; a plain function holds
+    nothing and is left as it is. Call it only on a factory you built."""
+    if isinstance(factory, ClosableEnvFactory):
+        await factory.close()

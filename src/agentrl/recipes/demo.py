@@ -31,6 +31,7 @@ from pathlib import Path
 
 from agentrl.algo.datums import Datum, trajectory_to_datum
 from agentrl.backends.base import AdamParams, LossConfig, LossName, TrainingBackend
+from agentrl.core.env import close_env_factory
 from agentrl.core.types import TrajectoryGroup
 from agentrl.envs.alfworld.baseline import planner_player
 from agentrl.evaluation import EvalOutcome, evaluate
@@ -248,6 +249,7 @@ async def _demo(out: Path, games: Path, size: DemoSize, progress: bool) -> DemoR
         result = await trainer.run()
     finally:
         await trainer.close()
+        await close_env_factory(env_factory)  # built here, so closed here
     phases["training"] = time.perf_counter() - clock
     clock = time.perf_counter()
     last = result.checkpoints[-1]

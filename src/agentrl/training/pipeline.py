@@ -23,9 +23,19 @@ Counters (`UpdateMetrics.sampling`): `offpolicy/staleness` (updates), `offpolicy
 rollout: `stragglers/group_seconds_p50` and `stragglers/group_seconds_max` (seconds from the
 rollout's start until each game's group, i.e. its slowest branch, finished).
 
-Streaming (`--stream-groups`, k = 0 only): `take(..., on_group=hook)` calls `hook` with every
-group of the update's rollout, and of the dynamic-sampling and resample rollouts, as soon as
-it finishes, so the trainer can start training it (`agentrl.training.streaming`).
+Scoring, once: the source hands out *scored* groups (`ScoredGroup`: the group, its advantages
+and degenerate flag, `agentrl.algo.advantages.score_groups`). With a group-local estimator each
+group is estimated once, alone, when it is first seen (as it finishes when streaming, else when
+its rollout returns); dynamic sampling's degenerate check, streaming and whole-batch training
+all reuse that answer. An estimator that is not group-local is run once on the update's final
+batch; with dynamic sampling it first answers the degenerate check (on the batch as rolled out,
+then on each candidate replacement alone), and the final batch is estimated anew only if a
+group was replaced (its groups' advantages may depend on the others).
+
+Streaming (`--stream-groups`, k = 0 only, group-local estimators only): `take(...,
+on_group=hook)` calls `hook` with every scored group of the update's rollout, and of the
+dynamic-sampling and resample rollouts, as soon as it finishes, so the trainer can start
+training it (`agentrl.training.streaming`).
 
 Resume: for k = 0 an update depends only on the checkpoint and the seeded game streams, so a
 resumed run plays what an uninterrupted one would. For k >= 1 the rollouts that were running
@@ -36,30 +46,38 @@ weights after update `n - 1` (staleness 0 at first): the same games, sampled by 
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Protocol
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from agentrl.algo.advantages import AdvantageEstimator
-from agentrl.algo.rewards import RewardFn
+from agentrl.algo.advantages import (
+    AdvantageEstimator,
+    Advantages,
+    ScoredGroup,
+    advantages_of,
+    is_group_local,
+    score_groups,
+)
 from agentrl.backends.base import Sampler
-from agentrl.chat import ChatRenderer
 from agentrl.config import StalePolicy, TrainConfig
-from agentrl.core.env import EnvGroupFactory
-from agentrl.core.seeds import derive_seed
 from agentrl.core.types import TaskInfo, TrajectoryGroup
-from agentrl.rollout import RolloutConfig, rollout_batch
-from agentrl.tools import ToolProtocol
+from agentrl.training.play import (
+    GroupHook,
+    Rollout,
+    RolloutFn,
+    extra_batch,
+    play_tasks,
+    task_batch,
+)
 
 __all__ = [
     "GroupHook",
     "GroupSource",
     "Rollout",
     "RolloutFn",
+    "ScoredHook",
     "UpdateGroups",
     "extra_batch",
     "group_source_for",
@@ -67,132 +85,33 @@ __all__ = [
     "task_batch",
 ]
 
-DYNAMIC_SEED_OFFSET = 1_000_000_007
-"""Added to the run's seed for the stream of games that replace degenerate groups."""
-
-
-@dataclass(frozen=True)
-class Rollout:
-    """The groups of one rollout call and when its sampler was taken."""
-
-    groups: tuple[TrajectoryGroup, ...]
-    version: int
-    """Updates completed when the rollout's sampler was taken."""
-    group_seconds: tuple[float, ...] = ()
-    """Seconds from the rollout's start until each group finished (in finishing order)."""
-
-
-GroupHook = Callable[[TrajectoryGroup], None]
-"""Called with each group as soon as its rollout finishes."""
-
-
-class RolloutFn(Protocol):
-    """`rollout(tasks, sampler, version, label, on_group=None)`: play `tasks` with `sampler`
-    (taken after `version` updates), calling `on_group` as each group finishes."""
-
-    def __call__(
-        self,
-        tasks: Sequence[TaskInfo],
-        sampler: Sampler,
-        version: int,
-        label: str,
-        on_group: GroupHook | None = None,
-    ) -> Awaitable[Rollout]:
-        """The groups of `tasks`, with when each finished."""
-        ...
+ScoredHook = Callable[[ScoredGroup], None]
+"""Called with each scored group as soon as its rollout finishes (streaming)."""
 
 
 @dataclass(frozen=True)
 class UpdateGroups:
-    """The groups an update trains on, and the counters of how they were obtained."""
+    """The scored groups an update trains on, and the counters of how they were obtained."""
 
-    groups: tuple[TrajectoryGroup, ...]
+    scored: tuple[ScoredGroup, ...]
     counters: Mapping[str, float] = field(default_factory=dict)
+    advantage_seconds: float = 0.0
+    """Seconds the source spent estimating advantages for this update."""
 
+    @property
+    def groups(self) -> tuple[TrajectoryGroup, ...]:
+        """The groups, in training order."""
+        return tuple(s.group for s in self.scored)
 
-def task_batch(tasks: Sequence[TaskInfo], batch_size: int, seed: int, index: int) -> list[TaskInfo]:
-    """Batch `index` of the endless stream of seeded passes over `tasks` (sorted by id first).
-
-    Each pass is a fresh seeded shuffle and a batch may straddle two passes. The result depends
-    only on the arguments, which is what makes resuming exact.
-    """
-    if batch_size < 1 or index < 0 or not tasks:
-        raise ValueError(f"need batch_size >= 1, index >= 0 and tasks (got {batch_size}, {index})")
-    ordered = sorted(tasks, key=lambda t: (t.split, t.task_id))
-    n = len(ordered)
-    passes: dict[int, list[TaskInfo]] = {}
-    batch = []
-    for position in range(index * batch_size, (index + 1) * batch_size):
-        epoch = position // n
-        if epoch not in passes:
-            passes[epoch] = list(ordered)
-            random.Random(seed * 1_000_003 + epoch).shuffle(passes[epoch])
-        batch.append(passes[epoch][position % n])
-    return batch
-
-
-def extra_batch(tasks: Sequence[TaskInfo], count: int, seed: int, number: int) -> list[TaskInfo]:
-    """The `count` fresh games update `number` may use to replace degenerate groups."""
-    return task_batch(tasks, count, seed + DYNAMIC_SEED_OFFSET, number - 1)
-
-
-async def play_tasks(
-    tasks: Sequence[TaskInfo],
-    sampler: Sampler,
-    version: int,
-    label: str,
-    on_group: GroupHook | None = None,
-    *,
-    env_factory: EnvGroupFactory,
-    renderer: ChatRenderer,
-    protocol: ToolProtocol,
-    config: RolloutConfig,
-    reward_fn: RewardFn,
-    max_concurrent: int,
-    progress: bool = False,
-) -> Rollout:
-    """Play `tasks` with `sampler` (taken after `version` updates) through the rollout engine,
-    timing each group and handing it to `on_group` as it finishes (a `RolloutFn` once the
-    keyword arguments are bound). A base sampling seed is keyed by `label` (each rollout call
-    of a run has its own), then per request by the rollout engine."""
-    if config.sampling.seed is not None:
-        keyed = derive_seed(config.sampling.seed, label)
-        config = replace(config, sampling=replace(config.sampling, seed=keyed))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm  # type: ignore[import-untyped]
-
-        bar = tqdm(total=len(tasks), desc=f"{label} rollout", unit="game", leave=False)
-    started = time.perf_counter()
-    seconds: list[float] = []
-
-    def tick(group: TrajectoryGroup) -> None:
-        seconds.append(time.perf_counter() - started)
-        if bar is not None:
-            bar.update(1)
-        if on_group is not None:
-            on_group(group)
-
-    try:
-        groups = await rollout_batch(
-            tasks,
-            env_factory=env_factory,
-            sampler=sampler,
-            renderer=renderer,
-            protocol=protocol,
-            config=config,
-            reward_fn=reward_fn,
-            max_concurrent_groups=max_concurrent,
-            on_group=tick,
-        )
-        return Rollout(tuple(groups), version, tuple(seconds))
-    finally:
-        if bar is not None:
-            bar.close()
+    @property
+    def advantages(self) -> Advantages:
+        """Their advantages, aligned with `groups`."""
+        return advantages_of(self.scored)
 
 
 class GroupSource:
-    """Hands each update its groups, keeping up to `k` later updates' rollouts in flight."""
+    """Hands each update its scored groups, keeping up to `k` later updates' rollouts in
+    flight (module docstring)."""
 
     def __init__(
         self,
@@ -214,14 +133,37 @@ class GroupSource:
         self._games = games
         self._extra_games = extra_games
         self._estimator = estimator
+        self._local = is_group_local(estimator)
         self.k = max_steps_off_policy
         self.resample_stale = resample_stale
         self.dynamic_budget = dynamic_budget
         self.last_update = last_update
         self._ahead: dict[int, asyncio.Task[Rollout]] = {}
+        self._known: dict[int, ScoredGroup] = {}
+        """This update's scored groups by `id(group)` (group-local estimators)."""
+        self._seconds = 0.0
+
+    def _estimate(self, groups: Sequence[TrajectoryGroup]) -> tuple[ScoredGroup, ...]:
+        clock = time.perf_counter()
+        scored = score_groups(self._estimator, groups)
+        self._seconds += time.perf_counter() - clock
+        return scored
+
+    def _score(self, group: TrajectoryGroup) -> ScoredGroup:
+        """A group-local estimate of `group`, made once per update and then reused."""
+        known = self._known.get(id(group))
+        if known is None or known.group is not group:
+            (known,) = self._estimate([group])
+            self._known[id(group)] = known
+        return known
+
+    def _hook(self, on_scored: ScoredHook | None) -> GroupHook | None:
+        if on_scored is None:
+            return None
+        return lambda group: on_scored(self._score(group))
 
     async def _start(
-        self, number: int, version: int, on_group: GroupHook | None = None
+        self, number: int, version: int, on_group: ScoredHook | None = None
     ) -> asyncio.Task[Rollout]:
         sampler = await self._sampler()  # taken now: before this update's training starts
         work = self._call(self._games(number), sampler, version, f"update {number}", on_group)
@@ -233,22 +175,36 @@ class GroupSource:
         sampler: Sampler,
         version: int,
         label: str,
-        on_group: GroupHook | None,
+        on_group: ScoredHook | None,
     ) -> Awaitable[Rollout]:
-        if on_group is None:  # a rollout function written before streaming takes no hook
+        hook = self._hook(on_group)
+        if hook is None:  # a rollout function written before streaming takes no hook
             return self._rollout(tasks, sampler, version, label)
-        return self._rollout(tasks, sampler, version, label, on_group=on_group)
+        return self._rollout(tasks, sampler, version, label, on_group=hook)
 
     async def take(
-        self, number: int, version: int, on_group: GroupHook | None = None
+        self, number: int, version: int, on_group: ScoredHook | None = None
     ) -> UpdateGroups:
-        """The groups of update `number`; `version` = updates completed so far. `on_group`
-        (k = 0 only) sees every group this call plays as soon as it finishes."""
+        """The scored groups of update `number`; `version` = updates completed so far.
+        `on_group` (k = 0, group-local estimators only) sees every group this call plays,
+        scored, as soon as it finishes."""
         if on_group is not None and self.k:
             raise ValueError(
                 "streaming groups (on_group) needs max_steps_off_policy = 0: with k >= 1 the "
                 "rollout of an update was started before the previous update's step"
             )
+        if on_group is not None and not self._local:
+            raise ValueError(
+                f"streaming groups (on_group) scores each group alone, but "
+                f"{type(self._estimator).__name__} does not declare group_local = True"
+            )
+        self._known, self._seconds = {}, 0.0
+        try:
+            return await self._take(number, version, on_group)
+        finally:
+            self._known = {}
+
+    async def _take(self, number: int, version: int, on_group: ScoredHook | None) -> UpdateGroups:
         task = self._ahead.pop(number, None) or await self._start(number, version, on_group)
         rolled = await task
         for ahead in range(number + 1, number + self.k + 1):
@@ -275,9 +231,20 @@ class GroupSource:
             seconds = np.asarray(rolled.group_seconds, dtype=np.float64)
             counters["stragglers/group_seconds_p50"] = float(np.median(seconds))
             counters["stragglers/group_seconds_max"] = float(seconds.max())
+        batch: tuple[ScoredGroup, ...] | None = None
         if self.dynamic_budget:
-            groups = await self._replace_degenerate(groups, number, version, counters, on_group)
-        return UpdateGroups(tuple(groups), counters)
+            groups, batch = await self._replace_degenerate(
+                groups, number, version, counters, on_group
+            )
+        if batch is None:
+            batch = self._score_batch(groups)
+        return UpdateGroups(batch, counters, self._seconds)
+
+    def _score_batch(self, groups: Sequence[TrajectoryGroup]) -> tuple[ScoredGroup, ...]:
+        """The batch's scores: each group's own (group-local), or one estimate of the batch."""
+        if self._local:
+            return tuple(self._score(g) for g in groups)
+        return self._estimate(groups)
 
     async def _play(
         self,
@@ -285,7 +252,7 @@ class GroupSource:
         version: int,
         number: int,
         label: str,
-        on_group: GroupHook | None = None,
+        on_group: ScoredHook | None = None,
     ) -> Rollout:
         sampler = await self._sampler()
         return await self._call(tasks, sampler, version, f"update {number} {label}", on_group)
@@ -296,26 +263,30 @@ class GroupSource:
         number: int,
         version: int,
         counters: dict[str, float],
-        on_group: GroupHook | None = None,
-    ) -> list[TrajectoryGroup]:
-        flags = [g.degenerate for g in self._estimator.estimate(groups).groups] if groups else []
-        waiting = [i for i, flag in enumerate(flags) if flag]
+        on_group: ScoredHook | None = None,
+    ) -> tuple[list[TrajectoryGroup], tuple[ScoredGroup, ...] | None]:
+        """Degenerate groups replaced by fresh games; with the final batch's scores when they
+        are already known (None: the batch must be scored as a whole)."""
+        batch = self._score_batch(groups)
+        waiting = [i for i, scored in enumerate(batch) if scored.degenerate]
         extra = self._extra_games(number, self.dynamic_budget)
         used = replaced = 0
         while waiting and used < self.dynamic_budget:
-            batch = extra[used : used + min(len(waiting), self.dynamic_budget - used)]
-            used += len(batch)
-            label = f"dynamic sampling {used - len(batch)}"  # unique: the batch's offset
-            played = await self._play(batch, version, number, label, on_group)
+            chunk = extra[used : used + min(len(waiting), self.dynamic_budget - used)]
+            used += len(chunk)
+            label = f"dynamic sampling {used - len(chunk)}"  # unique: the chunk's offset
+            played = await self._play(chunk, version, number, label, on_group)
             for group in played.groups:
-                (result,) = self._estimator.estimate([group]).groups
-                if waiting and not result.degenerate:
+                (alone,) = (self._score(group),) if self._local else self._estimate([group])
+                if waiting and not alone.degenerate:
                     groups[waiting.pop(0)] = group
                     replaced += 1
         counters["dynamic/extra_games"] = float(used)
         counters["dynamic/replaced_groups"] = float(replaced)
         counters["dynamic/degenerate_left"] = float(len(waiting))
-        return groups
+        if self._local or not replaced:
+            return groups, self._score_batch(groups) if self._local else batch
+        return groups, None
 
     async def close(self) -> None:
         """Cancel the rollouts running ahead (their groups are never trained)."""

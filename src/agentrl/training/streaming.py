@@ -1,15 +1,17 @@
 """Streaming within an update (`--stream-groups`): each group trained as soon as it is played.
 
-For every group whose rollout finishes (`GroupSource.take(..., on_group=streamer.on_group)`):
-its advantages (the estimator on that group alone, so the estimator must be group-local:
-`agentrl.algo.advantages.is_group_local`), its datums (`build_datums`) and, unless the group is
-degenerate (dynamic sampling may still replace it; it has no datum anyway), a part of the
-update's `GradientStream` (`agentrl.backends.streaming`), run in the background while the
-other groups are still being played. Parts run one at a time; groups that finish while a
-part runs go into the next part together. When the rollout is over, `finish(groups)` adds
-what was not streamed yet (degenerate groups kept, replacements that came in last), waits
-for the last part and finishes the stream: the backend makes the accumulated gradient the
-whole batch's, and the trainer takes ONE optimizer step, as without streaming.
+For every group whose rollout finishes (`GroupSource.take(..., on_group=streamer.on_group)`
+hands it over already scored, `ScoredGroup`; the estimator must be group-local:
+`agentrl.algo.advantages.is_group_local`): its datums (`scored_datums`, the function
+whole-batch training uses) and, unless the group is degenerate (dynamic sampling may still
+replace it; it has no datum anyway), a part of the update's `GradientStream`
+(`agentrl.backends.streaming`), run in the background while the other groups are still being
+played. Parts run one at a time; groups that finish while a part runs go into the next part
+together. When the rollout is over, `finish(scored)` adds what was not streamed yet (degenerate
+groups kept, replacements that came in last), waits for the last part and finishes the stream:
+the backend makes the accumulated gradient the whole batch's, and the trainer takes ONE
+optimizer step, as without streaming. A plain `TrajectoryGroup` given to `on_group` or
+`finish` (a caller without a group source) is scored by the streamer's own estimator.
 
 Seconds (`StreamedBatch`): `forward_backward` is the time spent in parts and in the stream's
 finish; `overlap` is the part of it that ran before the last group finished, i.e. training
@@ -26,11 +28,12 @@ from dataclasses import dataclass
 from agentrl.algo.advantages import (
     AdvantageEstimator,
     Advantages,
-    GroupAdvantages,
-    check_finite,
+    ScoredGroup,
+    advantages_of,
     is_group_local,
+    score_groups,
 )
-from agentrl.algo.datums import Datum, build_datums
+from agentrl.algo.datums import Datum, scored_datums
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName, TrainingBackend
 from agentrl.backends.streaming import GradientStream, open_stream
 from agentrl.core.types import TrajectoryGroup
@@ -66,7 +69,7 @@ class StreamedBatch:
     overlap_seconds: float
     """Seconds of forward_backward that ran before the last group finished."""
     advantages_seconds: float
-    """Seconds estimating advantages and building datums (during and after the rollout)."""
+    """Seconds building datums (and scoring plain groups) during and after the rollout."""
 
     def timings(self) -> dict[str, float]:
         """The update's timings of this batch (`UpdateMetrics.timings`)."""
@@ -80,12 +83,13 @@ class StreamedBatch:
 class GroupStreamer:
     """Feeds one update's groups to a `GradientStream` as they finish (module docstring)."""
 
-    def __init__(self, stream: GradientStream, estimator: AdvantageEstimator) -> None:
+    def __init__(self, stream: GradientStream, estimator: AdvantageEstimator | None = None) -> None:
         self.stream = stream
         self.estimator = estimator
+        """Scores plain groups only; scored groups keep the advantages they came with."""
         self.parts = 0
         """Parts sent so far."""
-        self._streamed: dict[int, tuple[TrajectoryGroup, GroupAdvantages]] = {}
+        self._streamed: dict[int, ScoredGroup] = {}
         self._pending: list[Datum] = []
         self._worker: asyncio.Task[None] | None = None
         self._failed: Exception | None = None
@@ -93,19 +97,21 @@ class GroupStreamer:
         self._running_since: float | None = None
         self._advantage_seconds = 0.0
 
-    def _estimate(self, group: TrajectoryGroup) -> GroupAdvantages:
-        answer = self.estimator.estimate([group])
-        check_finite(answer)
-        (advantages,) = answer.groups
-        return advantages
+    def _scored(self, group: TrajectoryGroup | ScoredGroup) -> ScoredGroup:
+        if isinstance(group, ScoredGroup):
+            return group
+        if self.estimator is None:
+            raise ValueError("a plain TrajectoryGroup needs a streamer with an estimator")
+        (scored,) = score_groups(self.estimator, [group])
+        return scored
 
-    def on_group(self, group: TrajectoryGroup) -> None:
-        """A group finished: estimate it and, unless degenerate, stream its datums."""
+    def on_group(self, group: TrajectoryGroup | ScoredGroup) -> None:
+        """A group finished: unless degenerate, stream its datums."""
         clock = time.perf_counter()
-        advantages = self._estimate(group)
-        if not advantages.degenerate:
-            self._streamed[id(group)] = (group, advantages)
-            self._push(build_datums([group], Advantages((advantages,))))
+        scored = self._scored(group)
+        if not scored.degenerate:
+            self._streamed[id(scored.group)] = scored
+            self._push(scored_datums([scored]))
         self._advantage_seconds += time.perf_counter() - clock
 
     def _push(self, datums: Sequence[Datum]) -> None:
@@ -134,28 +140,29 @@ class GroupStreamer:
         running = self._running_since
         return done + (max(0.0, rollout_end - running) if running is not None else 0.0)
 
-    async def finish(self, groups: Sequence[TrajectoryGroup]) -> StreamedBatch:
+    async def finish(self, groups: Sequence[TrajectoryGroup | ScoredGroup]) -> StreamedBatch:
         """The rollout is over and `groups` are the update's: train what is left, finish the
         stream. Raises what a part raised, and RuntimeError if a streamed group was dropped."""
         rollout_end = time.perf_counter()
         overlap = self._overlap(rollout_end)
-        kept = {id(g) for g in groups}
-        lost = [g.group_id for key, (g, _) in self._streamed.items() if key not in kept]
+        kept = {id(g.group if isinstance(g, ScoredGroup) else g) for g in groups}
+        lost = [s.group.group_id for key, s in self._streamed.items() if key not in kept]
         if lost:
             raise RuntimeError(
                 f"groups {lost} were already trained (streamed) but are not in the update's "
                 "batch; only degenerate groups may be replaced while streaming"
             )
         clock = time.perf_counter()
-        per_group: list[GroupAdvantages] = []
+        batch: list[ScoredGroup] = []
         for group in groups:
-            known = self._streamed.get(id(group))
+            plain = group.group if isinstance(group, ScoredGroup) else group
+            known = self._streamed.get(id(plain))
             if known is not None:
-                per_group.append(known[1])
+                batch.append(known)
                 continue
-            advantages = self._estimate(group)
-            per_group.append(advantages)
-            self._push(build_datums([group], Advantages((advantages,))))
+            scored = self._scored(group)
+            batch.append(scored)
+            self._push(scored_datums([scored]))
         self._advantage_seconds += time.perf_counter() - clock
         if self._worker is not None:
             await self._worker
@@ -168,7 +175,7 @@ class GroupStreamer:
             result = await self.stream.finish()
             seconds += time.perf_counter() - clock
         return StreamedBatch(
-            advantages=Advantages(tuple(per_group)),
+            advantages=advantages_of(batch),
             result=result,
             forward_backward_seconds=seconds,
             overlap_seconds=overlap,
@@ -187,14 +194,17 @@ class GroupStreamer:
 
 
 def open_streamer(
-    backend: TrainingBackend, estimator: AdvantageEstimator, loss: LossName, config: LossConfig
+    backend: TrainingBackend,
+    estimator: AdvantageEstimator | None,
+    loss: LossName,
+    config: LossConfig,
 ) -> GroupStreamer:
-    """A streamer of one update's groups into a fresh gradient stream of `backend`."""
+    """A streamer of one update's (scored) groups into a fresh gradient stream of `backend`."""
     return GroupStreamer(open_stream(backend, loss, config), estimator)
 
 
 async def finish_streamed(
-    streamer: GroupStreamer, groups: Sequence[TrajectoryGroup]
+    streamer: GroupStreamer, groups: Sequence[TrajectoryGroup | ScoredGroup]
 ) -> StreamedBatch:
     """`streamer.finish(groups)`; on any failure the stream is aborted first, so no
     half-batch gradient is left for a later step."""

@@ -7,8 +7,9 @@ Each update `n` (1-based):
    seed and the index, so a resumed run plays exactly the games an uninterrupted one would);
 3. one group of `group_size` trajectories per game through the rollout engine, scored by the
    reward function;
-4. advantages by the configured estimator; trajectories whose advantages are all zero are
-   skipped; one datum per remaining trajectory;
+4. advantages by the configured estimator, once per group, by the group source (which hands
+   the trainer *scored* groups); trajectories whose advantages are all zero are skipped; one
+   datum per remaining trajectory (`scored_datums`);
 5. one `forward_backward` (PPO, clip 0.8 / 1.2 by default) and one `optim_step` (skipped when
    no datum is left, e.g. every group degenerate); with `stream_groups`, steps 4-5 run group by
    group while the rollout goes on (`agentrl.training.streaming`), still ending in ONE `optim_step`;
@@ -25,7 +26,11 @@ re-raises. The run folder is locked while `run` goes (`agentrl.store.lock`).
 
 The trainer talks to the model only through `TrainingBackend` / `Sampler` and to the world only
 through an `EnvGroupFactory`. Where an update's groups come from (off-policy pipelining with
-`max_steps_off_policy = k`, dynamic sampling, straggler timings) is `agentrl.training.pipeline`.
+`max_steps_off_policy = k`, dynamic sampling, straggler timings) is `agentrl.training.pipeline`:
+control runs one way, the trainer asks its `GroupSource` for scored groups and the source
+plays them with `play_tasks` (bound to the trainer's env factory, renderer, protocol, rollout
+config and reward), never calling back into the trainer. The env factory belongs to whoever
+built it: the trainer never closes it.
 """
 
 from __future__ import annotations
@@ -35,16 +40,17 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
-from agentrl.algo.advantages import AdvantageEstimator, Advantages, check_finite
-from agentrl.algo.datums import build_datums
+from agentrl.algo.advantages import AdvantageEstimator, Advantages, ScoredGroup
+from agentrl.algo.datums import scored_datums
 from agentrl.algo.metrics import UpdateMetrics, update_metrics
 from agentrl.algo.rewards import RewardFn
 from agentrl.backends.base import ForwardBackwardResult, Sampler, TrainingBackend
 from agentrl.chat import ChatRenderer
 from agentrl.config import TrainConfig
-from agentrl.core.env import EnvGroupFactory, close_env_factory
+from agentrl.core.env import EnvGroupFactory
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.reporting.sinks import MetricSink
 from agentrl.store.lock import OutputLock
@@ -60,6 +66,7 @@ from agentrl.training.checkpoints import (
 from agentrl.training.pipeline import (
     GroupHook,
     Rollout,
+    RolloutFn,
     group_source_for,
     play_tasks,
     task_batch,
@@ -139,21 +146,25 @@ class Trainer:
         """The last completed update."""
         self.last_saved: CheckpointInfo | None = None
         self._pending: UpdateMetrics | None = None
+        self.play: RolloutFn = partial(
+            play_tasks,
+            env_factory=env_factory,
+            renderer=renderer,
+            protocol=protocol,
+            config=self.rollout,
+            reward_fn=self.reward_fn,
+            max_concurrent=config.max_concurrent_games,
+            progress=progress,
+        )
+        """`play_tasks` bound to this run's env, renderer, protocol, budgets and reward."""
         self.source = group_source_for(
-            config, self.tasks, self.rollout_games, self.backend.sampler, self.estimator
+            config, self.tasks, self.play, self.backend.sampler, self.estimator
         )
         self._uncommitted: CheckpointInfo | None = None
         if config.stream_groups:
             check_streaming(backend, self.estimator, config.loss, config.loss_config())
 
     # -- one update ------------------------------------------------------------------------
-
-    async def rollout_update(self, number: int) -> list[TrajectoryGroup]:
-        """Roll out the games of update `number` with the latest weights."""
-        sampler = await self.backend.sampler()
-        tasks = task_batch(self.tasks, self.config.games_per_batch, self.config.seed, number - 1)
-        rolled = await self.rollout_games(tasks, sampler, self.completed, f"update {number}")
-        return list(rolled.groups)
 
     async def rollout_games(
         self,
@@ -164,21 +175,8 @@ class Trainer:
         on_group: GroupHook | None = None,
     ) -> Rollout:
         """Play `tasks` with `sampler` (taken after `version` updates), timing each group and
-        handing it to `on_group` as it finishes (`agentrl.training.pipeline.play_tasks`)."""
-        return await play_tasks(
-            tasks,
-            sampler,
-            version,
-            label,
-            on_group,
-            env_factory=self.env_factory,
-            renderer=self.renderer,
-            protocol=self.protocol,
-            config=self.rollout,
-            reward_fn=self.reward_fn,
-            max_concurrent=self.config.max_concurrent_games or len(tasks),
-            progress=self.progress,
-        )
+        handing it to `on_group` as it finishes (`self.play`, i.e. `play_tasks`)."""
+        return await self.play(tasks, sampler, version, label, on_group)
 
     async def _step(self, result: ForwardBackwardResult, timings: dict[str, float]) -> _Trained:
         clock = time.perf_counter()
@@ -186,14 +184,14 @@ class Trainer:
         timings["optim_step"] = time.perf_counter() - clock
         return _Trained(result, optim, timings)
 
-    async def _train(self, groups: Sequence[TrajectoryGroup]) -> _Trained:
-        """Advantages, datums, one forward_backward and one optim_step (none without datums)."""
+    async def _train(self, scored: Sequence[ScoredGroup], seconds: float) -> _Trained:
+        """Datums of the scored groups, one forward_backward and one optim_step (none without
+        datums); `seconds`: the source's time estimating advantages."""
         config = self.config
         clock = time.perf_counter()
-        advantages = self.estimator.estimate(groups)
-        check_finite(advantages)
-        datums = build_datums(groups, advantages, skip_zero_advantage=True)
-        timings = {"advantages": time.perf_counter() - clock}
+        advantages = Advantages(tuple(s.advantages for s in scored))
+        datums = scored_datums(scored)
+        timings = {"advantages": seconds + time.perf_counter() - clock}
         if not datums:
             return _Trained(None, {}, timings, advantages)
         clock = time.perf_counter()
@@ -202,13 +200,15 @@ class Trainer:
         return replace(await self._step(result, timings), advantages=advantages)
 
     async def _train_streamed(
-        self, streamer: GroupStreamer, groups: Sequence[TrajectoryGroup]
+        self, streamer: GroupStreamer, scored: Sequence[ScoredGroup], seconds: float
     ) -> _Trained:
         """The rest of a streamed batch, the stream's finish, one optim_step."""
-        batch = await finish_streamed(streamer, groups)
+        batch = await finish_streamed(streamer, scored)
+        timings = batch.timings()
+        timings["advantages"] += seconds
         if batch.result is None:
-            return _Trained(None, {}, batch.timings(), batch.advantages)
-        trained = await self._step(batch.result, batch.timings())
+            return _Trained(None, {}, timings, batch.advantages)
+        trained = await self._step(batch.result, timings)
         return replace(trained, advantages=batch.advantages)
 
     def _streamer(self) -> GroupStreamer | None:
@@ -230,8 +230,9 @@ class Trainer:
                 await streamer.abort()
             raise
         groups = list(taken.groups)
-        rollout_seconds = time.perf_counter() - clock
-        work = self._train(groups) if streamer is None else self._train_streamed(streamer, groups)
+        rollout_seconds, seconds = time.perf_counter() - clock, taken.advantage_seconds
+        trains = self._train if streamer is None else partial(self._train_streamed, streamer)
+        work = trains(taken.scored, seconds)
         step = asyncio.ensure_future(work)
         cancelled = False
         try:
@@ -375,8 +376,9 @@ class Trainer:
         return TrainResult(self.completed, tuple(saved), tuple(done))
 
     async def close(self) -> None:
-        """Stop what the env factory holds (its worker pool): no process is left behind."""
-        await close_env_factory(self.env_factory)
+        """Stop what the trainer built (the rollouts its group source runs ahead). The env
+        factory and backend passed in stay open: whoever built them closes them."""
+        await self.source.close()
 
     async def _save_on_interrupt(
         self, saved: list[CheckpointInfo], done: list[UpdateMetrics]

@@ -159,8 +159,11 @@ async def test_engine_that_raised_is_not_cached(fault_task: TaskInfo) -> None:
         await pool.close()
 
 
-async def test_trainer_close_leaves_no_worker(fault_task: TaskInfo, tmp_path: Path) -> None:
+async def test_the_builder_closes_the_factory_not_the_trainer(
+    fault_task: TaskInfo, tmp_path: Path
+) -> None:
     from agentrl.config import TrainConfig
+    from agentrl.core.env import close_env_factory
     from agentrl.envs.alfworld.group import alfworld_group_factory
     from agentrl.envs.toy import toy_tool_protocol
     from agentrl.trainer import Trainer
@@ -184,4 +187,7 @@ async def test_trainer_close_leaves_no_worker(fault_task: TaskInfo, tmp_path: Pa
     )
     await trainer.close()
     await trainer.close()  # idempotent
-    assert pids and not any(_alive(pid) for pid in pids)
+    assert pids and all(_alive(pid) for pid in pids)  # the trainer did not build the pool
+    await close_env_factory(factory)  # whoever built it closes it
+    await close_env_factory(factory)  # idempotent
+    assert not any(_alive(pid) for pid in pids)

@@ -256,6 +256,9 @@ class LocalBackend:
         """Restore adapter weights and optimizer state saved by `save`."""
         await asyncio.to_thread(self._load, Path(ref.state_path), True)
 
+    async def close(self) -> None:
+        """Nothing to release: the model lives in this process (`TrainingBackend.close`)."""
+
     async def load_sampler_weights(self, path: str | Path) -> None:
         """Load adapter weights only (a `sampler_path`), e.g. to evaluate a checkpoint."""
         await asyncio.to_thread(self._load, Path(path), False)

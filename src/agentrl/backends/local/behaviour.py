@@ -97,10 +97,8 @@ class TrainerBehaviour:
         await self.inner.load(ref)
 
     async def close(self) -> None:
-        """Close the inner backend, if it has anything to close (e.g. a vLLM engine)."""
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            await close()
+        """Close the inner backend (e.g. its vLLM engine)."""
+        await self.inner.close()
 
 
 class _BehaviourStream:
