@@ -68,6 +68,25 @@ class _TextSampler:
             best = max(best, n)
         return len(prompt) - best
 
+    def _replies(
+        self,
+        prompt_tokens: Sequence[int],
+        num_samples: int,
+        params: SamplingParams,
+        reply: Callable[[str, int], ScriptItem],
+    ) -> list[Completion]:
+        """Record the call and complete `reply(prompt_text, k)` for each sample k (the prefill
+        is reported once per request)."""
+        prompt = tuple(prompt_tokens)
+        self.calls.append(SampleCall(prompt, num_samples, params))
+        prefill = self._prefill(prompt)
+        text = self.tokenizer.decode(prompt, skip_special_tokens=False)
+        out = []
+        for k in range(num_samples):
+            shared = prefill if k == 0 or prefill is None else 0
+            out.append(self._complete(reply(text, k), prompt, params, shared))
+        return out
+
     def _complete(
         self, item: ScriptItem, prompt: tuple[int, ...], params: SamplingParams, prefill: int | None
     ) -> Completion:
@@ -190,15 +209,7 @@ class PolicySampler(_TextSampler):
         self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
     ) -> list[Completion]:
         """`num_samples` replies of the policy to the decoded prompt."""
-        prompt = tuple(prompt_tokens)
-        self.calls.append(SampleCall(prompt, num_samples, params))
-        prefill = self._prefill(prompt)
-        text = self.tokenizer.decode(prompt, skip_special_tokens=False)
-        out = []
-        for k in range(num_samples):
-            shared = prefill if k == 0 or prefill is None else 0
-            out.append(self._complete(self.policy(text), prompt, params, shared))
-        return out
+        return self._replies(prompt_tokens, num_samples, params, lambda text, _k: self.policy(text))
 
 
 class KeyedPolicySampler(_TextSampler):
@@ -225,13 +236,10 @@ class KeyedPolicySampler(_TextSampler):
                 "KeyedPolicySampler needs SamplingParams.seed (set RolloutConfig.sampling's "
                 "seed: the rollout engine then keys every request)"
             )
-        prompt = tuple(prompt_tokens)
-        self.calls.append(SampleCall(prompt, num_samples, params))
-        prefill = self._prefill(prompt)
-        text = self.tokenizer.decode(prompt, skip_special_tokens=False)
-        out = []
-        for k in range(num_samples):
-            rng = random.Random(derive_seed(params.seed, k))
-            shared = prefill if k == 0 or prefill is None else 0
-            out.append(self._complete(self.policy(text, rng), prompt, params, shared))
-        return out
+        seed = params.seed
+        return self._replies(
+            prompt_tokens,
+            num_samples,
+            params,
+            lambda text, k: self.policy(text, random.Random(derive_seed(seed, k))),
+        )

@@ -33,14 +33,15 @@ DECODE_ROW_MULTIPLE = 4
 row's product is bit-identical in any batch of 4k rows, not in a ragged one)."""
 
 
-def _first_valid(mask: torch.Tensor | None, row: int, width: int) -> int:
-    """Index of the first key position row `row` may attend to (left padding before it)."""
+def _first_valid(mask: torch.Tensor | None, rows: int, width: int) -> list[int]:
+    """Per row, the index of the first key position it may attend to (left padding before
+    it), read from the mask's last query row in one pass."""
     if mask is None:
-        return 0
-    keys = mask[row, 0, -1, :width]
+        return [0] * rows
+    keys = mask[:, 0, -1, :width].expand(rows, -1)  # a broadcast mask serves every row
     allowed = keys if keys.dtype == torch.bool else keys == 0
-    hits = torch.nonzero(allowed)
-    return int(hits[0, 0]) if len(hits) else 0
+    starts: list[int] = allowed.int().argmax(dim=-1).tolist()  # 0 where no key is allowed
+    return starts
 
 
 def rowwise_attention(
@@ -59,10 +60,9 @@ def rowwise_attention(
             module, query, key, value, attention_mask, **kwargs
         )
         return result
-    width = key.shape[2]
+    starts = _first_valid(attention_mask, query.shape[0], key.shape[2])
     rows = []
-    for row in range(query.shape[0]):
-        start = _first_valid(attention_mask, row, width)
+    for row, start in enumerate(starts):
         out, _ = sdpa_attention_forward(
             module,
             query[row : row + 1],
