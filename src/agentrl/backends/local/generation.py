@@ -192,7 +192,8 @@ def generate(
     active = list(range(len(rows)))  # row ids, in batch order
     length = width  # cached positions per batch row, padding included
     while True:
-        next_tokens = logits.argmax(dim=-1)  # what idle rows are fed
+        # idle rows are fed token 0: their outputs are discarded and rows do not mix
+        next_tokens = torch.zeros(len(active), dtype=torch.long, device=device)
         for index, request in enumerate(requests):
             sel = [i for i, r in enumerate(active) if rows[r].request == index and not rows[r].idle]
             if not sel:
