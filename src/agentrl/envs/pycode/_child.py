@@ -1,128 +1,73 @@
-"""The sandbox child: applied limits, then the model's code. Run as `python -I _child.py CFG`.
+"""The sandbox child: limits, the working folder's files, then the model's code.
 
-Standard library only; it runs in a fresh interpreter with a minimal environment, in the run's
-private working directory, reading the code from stdin. Order matters: resource limits, a
-private network namespace and the switch to an unprivileged user need privileges (or happen
-before the code can undo them), the audit hook goes last, so nothing the code does can remove
-it from Python.
+Run as `python -I -S -B -c <this file's text> CFG`, inside bubblewrap's namespaces (strict
+mode) or as a plain process (unsafe mode). Standard library only. Stdin carries the code (an
+8-byte big-endian length, then UTF-8) followed by a tar archive of the working folder's files
+from earlier calls. When the code ends (normally, by an exception or by `sys.exit`), the
+working folder goes back to the parent as a tar archive on the file descriptor the config
+names; whatever the code did to this process, the parent treats that archive as untrusted.
+
+The audit hook installed last is a friendly early error (a `PermissionError("sandbox: ...")`
+the model can read), not the boundary: in strict mode the kernel refuses the same things.
 """
 
+from __future__ import annotations
+
 import contextlib
+import io
 import json
 import os
 import resource
 import sys
+import tarfile
+from collections.abc import Callable
+from typing import Any
 
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
 NOBODY = 65534
 PRELOAD = [
-    "abc",
-    "array",
-    "base64",
-    "bisect",
-    "calendar",
-    "cmath",
-    "collections",
-    "contextlib",
-    "copy",
-    "dataclasses",
-    "datetime",
-    "decimal",
-    "enum",
-    "fractions",
-    "functools",
-    "hashlib",
-    "heapq",
-    "io",
-    "itertools",
-    "json",
-    "math",
-    "numbers",
-    "operator",
-    "pprint",
-    "random",
-    "re",
-    "signal",
-    "socket",
-    "statistics",
-    "string",
-    "struct",
-    "subprocess",
-    "textwrap",
-    "threading",
-    "time",
-    "traceback",
-    "typing",
-    "unicodedata",
-    "zlib",
-]
-"""Modules imported before the switch to `nobody` (whose files may be unreadable to it)."""
+    "abc", "array", "base64", "ctypes", "bisect", "calendar", "cmath", "collections", "contextlib",
+    "copy", "dataclasses", "datetime", "decimal", "enum", "fractions", "functools", "hashlib",
+    "heapq", "io", "itertools", "json", "math", "numbers", "operator", "pprint", "random", "re",
+    "signal", "socket", "statistics", "string", "struct", "subprocess", "textwrap", "threading",
+    "time", "traceback", "typing", "unicodedata", "zlib",
+]  # fmt: skip
+"""Modules imported before an unsafe-mode switch to `nobody` (who may not read them)."""
 
 
-def _limits(cfg: dict) -> None:  # type: ignore[type-arg]
+def _limits(cfg: dict[str, Any]) -> None:
     cpu = int(cfg["cpu_seconds"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_AS, (cfg["memory_bytes"], cfg["memory_bytes"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (cfg["file_bytes"], cfg["file_bytes"]))
-    resource.setrlimit(resource.RLIMIT_NPROC, (cfg["processes"], cfg["processes"]))
+    resource.setrlimit(resource.RLIMIT_NPROC, (cfg["tasks"], cfg["tasks"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 
 
-def _isolate() -> str:
-    """A private network namespace (no interface but a down loopback) and, as root, the
-    unprivileged `nobody` user. Returns which layers are active."""
-    layers = []
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        flags = CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET
-        if libc.unshare(flags) == 0:
-            layers.append("netns")
-    except Exception:
-        pass
-    if os.geteuid() == 0:
-        for name in PRELOAD:
-            with contextlib.suppress(ImportError):
-                __import__(name)
-        os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-        layers.append("nobody")
-    return ",".join(layers)
+def _drop_to_nobody() -> None:
+    """Unsafe mode as root: the standard library a math program uses, then `nobody`."""
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):
+            __import__(name)
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
 
 
-def _hook(workdir: str):  # type: ignore[no-untyped-def]
+def _hook(workdir: str, processes: bool, native: bool) -> Callable[[str, tuple[Any, ...]], None]:
     root = os.path.realpath(workdir)
-    me = os.getpid()
     spawn = {
-        "os.fork",
-        "os.forkpty",
-        "os.posix_spawn",
-        "os.spawn",
-        "os.exec",
-        "os.system",
-        "subprocess.Popen",
-        "pty.spawn",
-    }
+        "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system",
+        "subprocess.Popen", "pty.spawn",
+    }  # fmt: skip
     net = {"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo"}
-    native = {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function"}
+    calls = {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function"}
     paths = {
-        "os.remove",
-        "os.rename",
-        "os.mkdir",
-        "os.rmdir",
-        "os.chmod",
-        "os.chown",
-        "os.symlink",
-        "os.link",
-        "os.truncate",
-        "os.utime",
-        "shutil.rmtree",
-    }
+        "os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.chmod", "os.chown", "os.symlink",
+        "os.link", "os.truncate", "os.utime", "shutil.rmtree",
+    }  # fmt: skip
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+    me = os.getpid()
 
     def inside(path: object) -> bool:
         if isinstance(path, int):
@@ -137,12 +82,12 @@ def _hook(workdir: str):  # type: ignore[no-untyped-def]
     def deny(kind: str, what: str) -> None:
         raise PermissionError(f"sandbox: {kind} is not allowed ({what})")
 
-    def hook(event: str, args: tuple) -> None:  # type: ignore[type-arg]
-        if event in spawn:
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event in spawn and not processes:
             deny("starting processes", event)
         elif event in net:
             deny("network access", event)
-        elif event in native:
+        elif event in calls and not native:
             deny("calling native code (ctypes)", event)
         elif event == "open":
             path, mode, flags = args
@@ -164,32 +109,71 @@ def _hook(workdir: str):  # type: ignore[no-untyped-def]
     return hook
 
 
+def _send_back(fd: int) -> None:
+    """The working folder as a tar archive on `fd` (regular files and folders only)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for folder, dirs, files in os.walk(".", followlinks=False):
+            for name in sorted(dirs + files):
+                path = os.path.join(folder, name)
+                if os.path.islink(path) or not (os.path.isfile(path) or os.path.isdir(path)):
+                    continue
+                archive.add(path, recursive=False)
+    data = buffer.getvalue()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.close(fd)
+
+
+def _report(exc: BaseException) -> None:
+    """The traceback without this file's frames."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != "<string>"]
+    text = "".join(traceback.format_list(frames))
+    only = "".join(traceback.format_exception_only(type(exc), exc))
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()  # what was printed before the error
+    sys.stderr.write(f"Traceback (most recent call last):\n{text}{only}")
+    sys.stderr.flush()
+
+
 def main() -> None:
     cfg = json.loads(sys.argv[1])
-    code = sys.stdin.read()
+    data = sys.stdin.buffer.read()
     sys.stdin.close()
+    size = int.from_bytes(data[:8], "big")
+    code = data[8 : 8 + size].decode("utf-8", "replace")
     _limits(cfg)
-    _isolate()
+    if cfg["drop_to_nobody"]:
+        _drop_to_nobody()
+    if len(data) > 8 + size:
+        with tarfile.open(fileobj=io.BytesIO(data[8 + size :])) as archive:
+            archive.extractall(".", filter="data")
+    del data
     sys.argv = ["main.py"]
-    sys.path[:] = [os.getcwd(), *sys.path[1:]]  # not this file's folder
-    sys.addaudithook(_hook(os.getcwd()))
+    sys.path[:] = [os.getcwd(), *sys.path[1:], *cfg["site"]]
+    fd = cfg["archive_fd"]
+    sys.addaudithook(_hook(os.getcwd(), cfg["processes"], cfg["native"]))
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    status = 0
     try:
         exec(compile(code, "main.py", "exec"), namespace)
-    except SystemExit:
-        raise
-    except BaseException as exc:  # the traceback without this file's frames
-        import traceback
-
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__]
-        text = "".join(traceback.format_list(frames))
-        only = "".join(traceback.format_exception_only(type(exc), exc))
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()  # what was printed before the error
-        sys.stderr.write(f"Traceback (most recent call last):\n{text}{only}")
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            sys.stderr.write(f"{exc.code}\n")
+    except BaseException as exc:
+        _report(exc)
+        status = 1
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(1)
+    if fd >= 0:
+        with contextlib.suppress(BaseException):
+            _send_back(fd)
+    os._exit(status)
 
 
-if __name__ == "__main__":
-    main()
+main()

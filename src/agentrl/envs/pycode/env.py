@@ -15,8 +15,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentrl.config.names import SandboxMode
 from agentrl.core.types import TaskInfo, Trajectory
 from agentrl.envs.pycode.families import Problem, check_answer
+from agentrl.envs.pycode.isolation import require_strict
 from agentrl.envs.pycode.sandbox import SandboxLimits, run_sandboxed_async
 from agentrl.envs.pycode.tasks import problem_for
 from agentrl.tools import FunctionEnv, FunctionEnvGroup, FunctionTools, tool
@@ -44,9 +46,14 @@ SYSTEM_PROMPT = (
 
 @dataclass(frozen=True)
 class PycodeOptions:
-    """Sandbox limits and output sizes of the environment."""
+    """Sandbox limits, isolation and output sizes of the environment."""
 
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    sandbox: SandboxMode = SandboxMode.STRICT
+    """`STRICT` (kernel-enforced; refuses to start where the host cannot give it) or, asked
+    for by name, `UNSAFE_PROCESSES` (see docs/pycode.md)."""
+    packages: tuple[str, ...] = ()
+    """Installed packages the code may import (strict mode), e.g. `("numpy", "sympy")`."""
     output_chars: int = 2000
     """Characters of stdout (and of stderr) a tool message keeps."""
 
@@ -80,7 +87,11 @@ class PycodeEnv(FunctionEnv):
         Args:
             code: A complete Python 3 program; print the values you need.
         """
-        result = await run_sandboxed_async(code, self.options.limits, workdir=self.workdir)
+        options = self.options
+        result = await run_sandboxed_async(
+            code, options.limits, workdir=self.workdir, mode=options.sandbox,
+            packages=options.packages,
+        )  # fmt: skip
         self.history.append(f"run:{code}\0{result.stdout}")
         return result.describe(self.options.output_chars)
 
@@ -109,8 +120,12 @@ def pycode_tool_protocol(max_calls: int = 1) -> FunctionTools:
 
 
 def pycode_group_factory(options: PycodeOptions | None = None) -> _Factory:
-    """An `EnvGroupFactory` of pycode groups."""
-    return _Factory(options or PycodeOptions())
+    """An `EnvGroupFactory` of pycode groups. In strict mode it checks the host first and
+    raises `SandboxUnavailable` (naming what is missing) rather than fail mid-rollout."""
+    options = options or PycodeOptions()
+    if options.sandbox is SandboxMode.STRICT:
+        require_strict()
+    return _Factory(options)
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,22 @@
-"""A sandbox for model-written Python: one process per run, under hard limits.
+"""A sandbox for model-written Python: each call in its own namespaces, under hard limits.
 
     result = run_sandboxed("print(2 ** 100)")
     result.stdout, result.stderr, result.exit_code, result.limit   # '1267...376\\n', '', 0, None
 
-Each run is a fresh `python -I -B` process in its own session, in a private working directory
-(a new temporary one unless `workdir` is given), with a minimal environment (no variable of the
-parent's: no credentials). Before the code runs, the child (`_child.py`) sets kernel limits
-(`RLIMIT_CPU`, `RLIMIT_AS` for memory, `RLIMIT_FSIZE`, `RLIMIT_NPROC`, no core files), moves
-into a private network namespace (only a down loopback: no network at all), switches to the
-unprivileged `nobody` user when started as root, and installs an audit hook that refuses, with
-a `PermissionError("sandbox: ...")` the code sees, starting processes, opening sockets, writing
-or changing files outside the working directory, reading other processes' `/proc` files,
-signalling other processes and calling native code through ctypes. The parent enforces the
-wall-clock and output limits (it kills the process group), and kills the whole group when the
-run ends, so nothing is left behind.
+Strict mode (the default, `SandboxMode.STRICT`) runs each call under bubblewrap: its own user,
+PID, mount, network, IPC, UTS and cgroup namespaces, a private `/proc`, only the interpreter,
+its standard library and the system's shared libraries visible (read-only), a fresh tmpfs of
+`disk_bytes` as the working folder (`/work`), no network, a seccomp filter (`seccomp.py`) and
+`PR_SET_NO_NEW_PRIVS`. The code runs as PID 1 of its namespace: when it ends, or when the parent
+kills it for the wall-clock or output limit, the kernel ends every process of the run. Where the
+host cannot give this, the call raises `SandboxUnavailable` (see `isolation.py`);
+`SandboxMode.UNSAFE_PROCESSES` must be asked for by name.
 
-`SandboxResult.limit` says which limit stopped the code (`SandboxLimit`), `describe()` the
-text a model sees. Linux only.
+Inside, `_child.py` sets the rlimits (`RLIMIT_CPU`, `RLIMIT_AS`, `RLIMIT_FSIZE`, `RLIMIT_NPROC`,
+no core files), restores the branch's files (`workfiles.py`) and installs an audit hook that
+turns the common refusals into a readable `PermissionError("sandbox: ...")`; the hook is a
+courtesy, the kernel is the boundary. See docs/pycode.md for the threat model and the attacks
+the tests cover. Linux only.
 """
 
 from __future__ import annotations
@@ -34,10 +34,26 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 
-__all__ = ["SandboxLimit", "SandboxLimits", "SandboxResult", "run_sandboxed", "run_sandboxed_async"]
+from agentrl.config.names import SandboxMode
+from agentrl.envs.pycode import isolation, workfiles
+from agentrl.envs.pycode.isolation import SandboxUnavailable
+from agentrl.envs.pycode.seccomp import seccomp_program
 
-CHILD = Path(__file__).with_name("_child.py")
-NOBODY = 65534
+__all__ = [
+    "SandboxLimit",
+    "SandboxLimits",
+    "SandboxMode",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "run_sandboxed",
+    "run_sandboxed_async",
+]
+
+CHILD_SOURCE = Path(__file__).with_name("_child.py").read_text()
+NOBODY = isolation.NOBODY
+THREADS = 32
+"""Tasks (threads) a single-process run may have (`RLIMIT_NPROC` inside its user namespace)."""
+WORKDIR = "/work"
 
 
 class SandboxLimit(StrEnum):
@@ -79,8 +95,13 @@ class SandboxLimits:
     """Stdout plus stderr kept; more output kills the run (limit `output`)."""
     file_bytes: int = 16 * 1024**2
     """Largest file the code may write (`RLIMIT_FSIZE`)."""
-    processes: int = 64
-    """`RLIMIT_NPROC` of the sandbox user (a kernel backstop: starting processes is refused)."""
+    processes: int = 1
+    """Processes the run may have at once. 1: the code cannot start any (`fork`, `exec` of a
+    new process refused by seccomp), so `memory_bytes` bounds the whole run. N > 1: each of at
+    most N tasks gets `memory_bytes // N` of address space (`RLIMIT_NPROC` counts threads)."""
+    disk_bytes: int = 64 * 1024**2
+    """Size of the run's tmpfs working folder (strict mode), and the most a branch's working
+    folder may carry from one call to the next."""
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -101,7 +122,12 @@ class SandboxResult:
     truncated: bool = False
     """Output beyond `output_bytes` was dropped."""
     pid: int = 0
-    """The run's process id (also its process group id)."""
+    """The process the parent started (bubblewrap in strict mode; its process group id)."""
+    pid_namespace: int | None = None
+    """The inode of the run's PID namespace (strict mode): no process has it once the call
+    returns."""
+    saved: bool = False
+    """The working folder's files came back (the program ended by itself)."""
 
     @property
     def ok(self) -> bool:
@@ -141,17 +167,6 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more chars)"
 
 
-def _env(workdir: Path) -> dict[str, str]:
-    return {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(workdir),
-        "TMPDIR": str(workdir),
-        "LANG": "C.UTF-8",
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-    }
-
-
 async def _read(stream: asyncio.StreamReader, sink: bytearray, room: list[int]) -> bool:
     """Read `stream` into `sink` while `room` (shared with the other stream) lasts; True when
     the output went over the limit."""
@@ -166,59 +181,197 @@ async def _read(stream: asyncio.StreamReader, sink: bytearray, room: list[int]) 
             return True
 
 
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+async def _pipe_reader(fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
+    """An asyncio reader of the read end `fd` of a pipe, and its transport (to close)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+    )
+    return reader, transport
 
 
-def _classify(code: int | None, stderr: str, killed: SandboxLimit | None) -> SandboxLimit | None:
-    if killed is not None:
-        return killed
-    if code in (-signal.SIGXCPU, -signal.SIGKILL):
-        return SandboxLimit.CPU  # only the kernel's CPU limit sends these unless we killed it
-    tail = stderr[-2000:]
-    if "MemoryError" in tail:
-        return SandboxLimit.MEMORY
-    for marker, limit in _REFUSALS.items():
-        if marker in tail:
-            return limit
-    return None
+async def _drain(reader: asyncio.StreamReader, limit: int) -> bytes | None:
+    """Everything on `reader` up to `limit` bytes (None: more than that)."""
+    data = bytearray()
+    while chunk := await reader.read(65536):
+        if len(data) + len(chunk) > limit:
+            return None
+        data.extend(chunk)
+    return bytes(data)
+
+
+async def _discard(*streams: asyncio.StreamReader) -> None:
+    for stream in streams:
+        while await stream.read(65536):
+            pass
+
+
+def _pipe_with(data: bytes) -> int:
+    """The read end of a pipe holding `data` (at most a pipe buffer), write end closed."""
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    return read
+
+
+def _child_config(limits: SandboxLimits, mode: SandboxMode, archive_fd: int) -> str:
+    single = limits.processes == 1
+    return json.dumps(
+        {
+            "cpu_seconds": limits.cpu_seconds,
+            "memory_bytes": limits.memory_bytes
+            if single
+            else limits.memory_bytes // limits.processes,
+            "file_bytes": min(limits.file_bytes, limits.disk_bytes),
+            "tasks": THREADS if single else limits.processes,
+            "processes": not single,
+            "native": mode is SandboxMode.STRICT,  # ctypes is harmless under the kernel's limits
+            "drop_to_nobody": mode is SandboxMode.UNSAFE_PROCESSES and os.geteuid() == 0,
+            "archive_fd": archive_fd,
+            "site": [isolation.SANDBOX_SITE],
+        }
+    )
+
+
+def _inside_env(home: str) -> dict[str, str]:
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": home,
+        "LANG": "C.UTF-8",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+
+
+@dataclass
+class _Launch:
+    """One started run: the command line and the descriptors the child inherits."""
+
+    command: list[str]
+    pass_fds: list[int]
+    cwd: str
+    env: dict[str, str]
+    user: int | None
+    info_fd: int | None
+    """Our read end of bubblewrap's `--info-fd` (namespace ids)."""
+    scratch: Path | None
+    """Unsafe mode: the temporary working folder the parent made."""
+
+
+def _strict_launch(limits: SandboxLimits, packages: tuple[str, ...], archive_w: int) -> _Launch:
+    isolation.require_strict()
+    runtime = isolation.sandbox_runtime(packages)
+    bwrap = isolation.bwrap_path()
+    assert bwrap is not None  # require_strict checked
+    filter_fd = _pipe_with(seccomp_program(limits.processes > 1))
+    info_r, info_w = os.pipe()
+    command = [bwrap, *isolation.bwrap_arguments(runtime, limits.disk_bytes)]
+    for name, value in _inside_env(WORKDIR).items():
+        command += ["--setenv", name, value]
+    command += ["--seccomp", str(filter_fd), "--info-fd", str(info_w), "--"]
+    command += [runtime.executable, "-I", "-S", "-B", "-c", CHILD_SOURCE]
+    command.append(_child_config(limits, SandboxMode.STRICT, archive_w))
+    return _Launch(
+        command=command,
+        pass_fds=[filter_fd, info_w, archive_w],
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+        user=runtime.run_as,
+        info_fd=info_r,
+        scratch=None,
+    )
+
+
+def _unsafe_launch(limits: SandboxLimits, archive_w: int) -> _Launch:
+    scratch = Path(tempfile.mkdtemp(prefix="agentrl-sandbox-"))
+    if os.geteuid() == 0:  # the child switches to nobody: hand it the folder, by descriptor
+        fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.fchown(fd, NOBODY, NOBODY)
+        finally:
+            os.close(fd)
+    command = [sys.executable, "-I", "-S", "-B", "-c", CHILD_SOURCE]
+    command.append(_child_config(limits, SandboxMode.UNSAFE_PROCESSES, archive_w))
+    return _Launch(
+        command=command,
+        pass_fds=[archive_w],
+        cwd=str(scratch),
+        env=_inside_env(str(scratch)),
+        user=None,
+        info_fd=None,
+        scratch=scratch,
+    )
+
+
+def _exit_status(code: int | None, mode: SandboxMode) -> int | None:
+    """bubblewrap reports a signal as 128 + its number; give it back as `-signal`."""
+    if mode is SandboxMode.STRICT and code is not None and 128 < code < 128 + 65:
+        return -(code - 128)
+    return code
 
 
 async def run_sandboxed_async(
-    code: str, limits: SandboxLimits | None = None, *, workdir: Path | None = None
+    code: str,
+    limits: SandboxLimits | None = None,
+    *,
+    workdir: Path | None = None,
+    mode: SandboxMode = SandboxMode.STRICT,
+    packages: tuple[str, ...] = (),
 ) -> SandboxResult:
-    """Run `code` in a fresh sandboxed interpreter (see the module text); never raises for
-    anything the code does. `workdir` (created if missing) persists files across runs."""
+    """Run `code` in a fresh sandbox (see the module text); never raises for anything the code
+    does (`SandboxUnavailable` when the host cannot give `mode`). `workdir`, a folder of the
+    parent's, carries the working folder's files from one call to the next; `packages`
+    allow-lists installed packages by import name (strict mode; e.g. `("numpy",)`)."""
     limits = limits or SandboxLimits()
-    own = workdir is None
-    folder = Path(tempfile.mkdtemp(prefix="agentrl-sandbox-")) if workdir is None else workdir
-    folder.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0:
-        os.chown(folder, NOBODY, NOBODY)
-    folder.chmod(0o700)
-    cfg = json.dumps(asdict(limits))
+    mode = SandboxMode(mode)
+    archive_r, archive_w = os.pipe()
+    try:
+        if mode is SandboxMode.STRICT:
+            launch = _strict_launch(limits, packages, archive_w)
+        else:
+            launch = _unsafe_launch(limits, archive_w)
+    except BaseException:
+        os.close(archive_r)
+        os.close(archive_w)
+        raise
+    payload = len(code.encode("utf-8", "replace")).to_bytes(8, "big")
+    payload += code.encode("utf-8", "replace") + workfiles.pack(workdir)
     start = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-I",
-        "-B",
-        str(CHILD),
-        cfg,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=folder,
-        env=_env(folder),
-        start_new_session=True,
-    )
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *launch.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=launch.cwd,
+            env=launch.env,
+            start_new_session=True,
+            pass_fds=launch.pass_fds,
+            user=launch.user,
+            group=launch.user,
+            extra_groups=[] if launch.user is not None else None,
+        )
+    finally:
+        for fd in launch.pass_fds:
+            os.close(fd)
+    archive_reader, archive_transport = await _pipe_reader(archive_r)
+    namespace = _Namespace()
+    learning: asyncio.Future[None] | None = None
+    info_transport: asyncio.BaseTransport | None = None
+    if launch.info_fd is not None:
+        info_reader, info_transport = await _pipe_reader(launch.info_fd)
+        learning = asyncio.ensure_future(namespace.learn(info_reader))
     out, err = bytearray(), bytearray()
     room = [limits.output_bytes]
     killed: SandboxLimit | None = None
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    archive_task: asyncio.Future[bytes | None] | None = None
     try:
+        archive_task = asyncio.ensure_future(_drain(archive_reader, limits.disk_bytes + (1 << 20)))
         try:
-            process.stdin.write(code.encode("utf-8", "replace"))
+            process.stdin.write(payload)
             await process.stdin.drain()
             process.stdin.close()
         except (BrokenPipeError, ConnectionResetError):
@@ -240,21 +393,40 @@ async def run_sandboxed_async(
             elif pending:
                 killed = SandboxLimit.WALL
         if killed is not None:
-            _kill_group(process.pid)
+            await _end(namespace, learning, process)
         for task in readers:
             task.cancel()
         try:
             exit_code: int | None = await asyncio.wait_for(process.wait(), 5.0)
         except TimeoutError:
             exit_code = None
+        # read the pipes to their end (every writer is gone), so that they close in this loop
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_discard(process.stdout, process.stderr), 2.0)
+        archive = None
+        if killed is None:
+            with contextlib.suppress(TimeoutError):
+                archive = await asyncio.wait_for(asyncio.shield(archive_task), 5.0)
     finally:
-        _kill_group(process.pid)
+        await _end(namespace, learning, process)
         if process.returncode is None:
             process.kill()
             await process.wait()
-        if own:
-            shutil.rmtree(folder, ignore_errors=True)
+        if archive_task is not None:
+            archive_task.cancel()
+        archive_reader.feed_eof()
+        archive_transport.close()
+        if learning is not None:
+            learning.cancel()
+        if info_transport is not None:
+            info_transport.close()
+        if launch.scratch is not None:
+            shutil.rmtree(launch.scratch, ignore_errors=True)
+    saved = False
+    if workdir is not None and archive:
+        saved = workfiles.unpack(archive, workdir, limits.disk_bytes + (1 << 20))
     stderr = err.decode("utf-8", "replace")
+    exit_code = _exit_status(exit_code, mode)
     return SandboxResult(
         stdout=out.decode("utf-8", "replace"),
         stderr=stderr,
@@ -263,11 +435,113 @@ async def run_sandboxed_async(
         seconds=time.monotonic() - start,
         truncated=room[0] < 0,
         pid=process.pid,
+        pid_namespace=namespace.inode,
+        saved=saved,
     )
 
 
+@dataclass
+class _Namespace:
+    """The run's PID namespace as bubblewrap reported it on `--info-fd`."""
+
+    inode: int | None = None
+    pidfd: int | None = None
+    """A pidfd of the namespace's init (the code's process), once it is known to be ours."""
+
+    async def learn(self, reader: asyncio.StreamReader) -> None:
+        """Read bubblewrap's report, then open a pidfd of the run's init and check (by its
+        namespace inode) that the pid was not reused meanwhile."""
+        raw = b""
+        while not raw.rstrip().endswith(b"}"):
+            chunk = await reader.read(4096)
+            if not chunk:
+                return
+            raw += chunk
+        try:
+            info = json.loads(raw.decode())
+            pid, inode = int(info["child-pid"]), int(info["pid-namespace"])
+        except (ValueError, KeyError, TypeError):
+            return
+        self.inode = inode
+        with contextlib.suppress(OSError):
+            pidfd = os.pidfd_open(pid)
+            if os.stat(f"/proc/{pid}/ns/pid").st_ino == inode:
+                self.pidfd = pidfd
+            else:
+                os.close(pidfd)
+
+    async def end(self) -> None:
+        """Kill the run's init (the kernel then ends every process of the namespace) and wait
+        until it is gone."""
+        if self.pidfd is None:
+            return
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        loop = asyncio.get_running_loop()
+        gone = loop.create_future()
+
+        def exited() -> None:
+            if not gone.done():
+                gone.set_result(None)
+
+        loop.add_reader(self.pidfd, exited)
+        try:
+            await asyncio.wait_for(gone, 5.0)
+        except TimeoutError:
+            pass
+        finally:
+            loop.remove_reader(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+async def _end(
+    namespace: _Namespace,
+    learning: asyncio.Future[None] | None,
+    process: asyncio.subprocess.Process,
+) -> None:
+    """End the run: its namespace first (when known; bubblewrap then reaps it and exits), then
+    the started process's group."""
+    if learning is not None:
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(learning), 2.0)
+    if namespace.pidfd is not None:
+        await namespace.end()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(asyncio.ensure_future(process.wait())), 2.0)
+    _kill(process.pid)
+
+
+def _kill(pid: int) -> None:
+    """Kill the started process's group (bubblewrap's `--die-with-parent` then kills the
+    run's namespace; in unsafe mode the group is the run)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _classify(code: int | None, stderr: str, killed: SandboxLimit | None) -> SandboxLimit | None:
+    if killed is not None:
+        return killed
+    if code in (-signal.SIGXCPU, -signal.SIGKILL):
+        return SandboxLimit.CPU  # only the kernel's CPU limit sends these unless we killed it
+    tail = stderr[-2000:]
+    if "MemoryError" in tail:
+        return SandboxLimit.MEMORY
+    for marker, limit in _REFUSALS.items():
+        if marker in tail:
+            return limit
+    return None
+
+
 def run_sandboxed(
-    code: str, limits: SandboxLimits | None = None, *, workdir: Path | None = None
+    code: str,
+    limits: SandboxLimits | None = None,
+    *,
+    workdir: Path | None = None,
+    mode: SandboxMode = SandboxMode.STRICT,
+    packages: tuple[str, ...] = (),
 ) -> SandboxResult:
     """`run_sandboxed_async` for synchronous code (starts its own event loop)."""
-    return asyncio.run(run_sandboxed_async(code, limits, workdir=workdir))
+    return asyncio.run(
+        run_sandboxed_async(code, limits, workdir=workdir, mode=mode, packages=packages)
+    )

@@ -41,9 +41,9 @@ def _tasks(
 
 
 def _group_factory(config: CommonConfig) -> EnvGroupFactory:
-    from agentrl.envs.pycode.env import pycode_group_factory
+    from agentrl.envs.pycode.env import PycodeOptions, pycode_group_factory
 
-    return pycode_group_factory()
+    return pycode_group_factory(PycodeOptions(sandbox=config.sandbox))
 
 
 def _tool_protocol(config: CommonConfig) -> ToolProtocol:
@@ -104,7 +104,7 @@ SPEC = EnvSpec(
     tool_protocol=_tool_protocol,
     reward=_reward,
     baseline=Baseline(policy="solver", plays="pycode tasks", player=_solver),
-    config_fields=("call_penalty", "win_reward", "invalid_penalty"),
+    config_fields=("call_penalty", "win_reward", "invalid_penalty", "sandbox"),
     generate=_generate,
 )
 """The pycode env."""
