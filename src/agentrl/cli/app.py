@@ -34,10 +34,12 @@ __all__ = ["build_parser", "main"]
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions reported as `error: ...` lines instead of tracebacks."""
+    from agentrl.core.errors import HostFeatureMissing
     from agentrl.store.lock import OutputInUseError
 
     errors: list[type[BaseException]] = [
         UsageError,
+        HostFeatureMissing,
         ConfigArgumentError,
         OutputInUseError,
         MissingExtraError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CheckpointError"]
+__all__ = ["CheckpointError", "HostFeatureMissing"]
 
 
 class CheckpointError(ValueError):
@@ -14,3 +14,8 @@ class CheckpointError(ValueError):
         self.path = Path(path)
         self.problem = problem
         super().__init__(f"{path}: {problem}")
+
+
+class HostFeatureMissing(RuntimeError):
+    """This machine lacks a system feature a component needs (a program, a kernel feature); the
+    message names what is missing, how to get it and any explicit way around it."""

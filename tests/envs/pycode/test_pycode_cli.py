@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentrl.cli import main
-from agentrl.envs.pycode import problem_for
+from agentrl.envs.pycode import isolation, problem_for
 from agentrl.reporting.records import read_eval_file
 from agentrl.reporting.viewer import viewer_data
 
@@ -38,6 +38,28 @@ def test_solver_wins_valid_unseen_and_the_viewer_shows_its_calls(
     assert main(["view", str(output)]) == 0
     html = (tmp_path / "solver.html").read_text()
     assert "call-value" in html and "run_python" in html
+
+
+def test_the_cli_refuses_strict_mode_where_the_host_lacks_it_and_runs_when_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No bubblewrap: `agentrl eval --env pycode` stops before playing, naming the fix;
+    `--sandbox unsafe-processes` is the explicit way on."""
+    isolation._probe.cache_clear()
+    monkeypatch.setattr(isolation, "bwrap_path", lambda: None)
+    output = tmp_path / "solver.jsonl"
+    flags = ["eval", "--env", "pycode", "--policy", "solver", "--split", "valid_unseen"]
+    flags += ["--limit-per-split", "2", "--output", str(output)]
+    try:
+        assert main(flags) == 1
+        error = capsys.readouterr().err
+        assert error.startswith("agentrl eval: error: the pycode sandbox cannot isolate")
+        assert "apt-get install bubblewrap" in error and "--sandbox unsafe-processes" in error
+        assert "internal error" not in error and not output.exists()
+        assert main([*flags, "--sandbox", "unsafe-processes"]) == 0
+        assert "solver: 2 episodes played" in capsys.readouterr().out
+    finally:
+        isolation._probe.cache_clear()
 
 
 def test_generate_writes_task_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

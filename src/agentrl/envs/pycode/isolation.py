@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrl.config.names import SandboxMode
+from agentrl.core.errors import HostFeatureMissing
 
 __all__ = [
     "NOBODY",
@@ -49,7 +50,7 @@ SANDBOX_SITE = "/sandbox/site"
 _SYSTEM_LIBS = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib", "/usr/lib64", "/usr/lib32")
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(HostFeatureMissing):
     """The host cannot give the strict sandbox; the message names what is missing and how to
     accept a weaker sandbox explicitly."""
 
