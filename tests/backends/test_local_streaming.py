@@ -135,3 +135,19 @@ async def test_trainer_behaviour_streams_with_recomputed_logprobs(qwen_tokenizer
     assert streamed.mismatch is not None and whole.mismatch is not None
     assert streamed.mismatch.sampler_kl == pytest.approx(whole.mismatch.sampler_kl, rel=1e-5)
     assert streamed.mismatch.tokens == whole.mismatch.tokens
+
+
+async def test_a_stream_refuses_gradients_no_optimizer_step_used(qwen_tokenizer, tmp_path) -> None:
+    """`finish` divides what the parameters hold: gradients an earlier forward_backward left
+    behind would be divided and stepped with the new batch, so the stream refuses them."""
+    backend = tiny(qwen_tokenizer, tmp_path)
+    await _warm(backend, qwen_tokenizer)
+    datums = await sampled_datums(backend, qwen_tokenizer, 2, seed=4)
+    await backend.forward_backward(datums, LossName.PPO, LossConfig())  # never stepped
+    stream = backend.open_stream(LossName.PPO, LossConfig())
+    with pytest.raises(RuntimeError, match="no optim_step used"):
+        await stream.add(datums)
+    await stream.abort()  # discards them
+    fresh = backend.open_stream(LossName.PPO, LossConfig())
+    await fresh.add(datums)
+    assert (await fresh.finish()).num_tokens > 0

@@ -298,3 +298,31 @@ async def test_other_normalisations_do_not_depend_on_micro_batching(
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
     tokens = await backend.forward_backward(datums, LossName.GSPO, LossConfig())
     assert tokens.loss != pytest.approx(whole.loss, rel=1e-3)  # the divisor does matter
+
+
+async def test_the_segments_of_one_trajectory_are_one_sequence(qwen_tokenizer, tmp_path) -> None:
+    """Two datums with one `sequence` key (two segments of a trajectory) count once under
+    `sequence` normalisation and share one gspo ratio, however the datums are micro-batched."""
+    from dataclasses import replace
+
+    from agentrl.backends.base import LossNormalisation
+    from agentrl.backends.local.training import batch_totals, micro_batches
+
+    backend = tiny(qwen_tokenizer, tmp_path)
+    datums = await sampled_datums(backend, qwen_tokenizer, 4, seed=5)
+    keyed = [replace(d, sequence=key) for d, key in zip(datums, ["a", "a", "b", None], strict=True)]
+    assert batch_totals(keyed)[1] == 3 and batch_totals(datums)[1] == 4
+    assert micro_batches([5, 5, 5], 5, [0, 0, 1]) == [[0, 1], [2]]  # a sequence is not split
+    config = LossConfig(normalisation=LossNormalisation.SEQUENCE)
+    results, gradients = [], []
+    for budget in (1 << 20, 1):  # all at once; then one datum (or one sequence) per batch
+        backend.micro_batch_tokens = budget
+        results.append(await backend.forward_backward(keyed, LossName.GSPO, config))
+        gradients.append(grads(backend))
+        backend.engine.model.zero_grad(set_to_none=True)
+    assert results[1].metrics["micro_batches"] == 3.0
+    assert results[0].loss == pytest.approx(results[1].loss, rel=1e-5)
+    for a, b in zip(*gradients, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    apart = await backend.forward_backward(datums, LossName.GSPO, config)
+    assert apart.loss != pytest.approx(results[0].loss, rel=1e-4)  # the key does matter

@@ -40,6 +40,7 @@ __all__ = [
     "has_signal",
     "scored_datums",
     "segments",
+    "sequence_index",
     "trajectory_to_datum",
     "trajectory_to_datums",
 ]
@@ -61,6 +62,10 @@ class Datum:
     logprobs: Float32Array
     advantages: Float32Array
     mask: Float32Array
+    sequence: str | None = None
+    """The trajectory this datum is a segment of (`build_datums`: `"<group>/<index>"`): the
+    segments of one trajectory are one sequence for `sequence` normalisation and gspo's ratio.
+    None: the datum is a sequence of its own."""
 
     def __post_init__(self) -> None:
         n = len(self.model_input)
@@ -101,8 +106,11 @@ def trajectory_to_datum(trajectory: Trajectory, turn_advantages: Sequence[float]
     return datums[0]
 
 
-def trajectory_to_datums(trajectory: Trajectory, turn_advantages: Sequence[float]) -> list[Datum]:
-    """One datum per segment of the trajectory (one datum when its template extends)."""
+def trajectory_to_datums(
+    trajectory: Trajectory, turn_advantages: Sequence[float], sequence: str | None = None
+) -> list[Datum]:
+    """One datum per segment of the trajectory (one datum when its template extends), all
+    with the sequence key `sequence`."""
     turns = trajectory.turns
     if len(turn_advantages) != len(turns):
         raise ValueError(
@@ -110,7 +118,9 @@ def trajectory_to_datums(trajectory: Trajectory, turn_advantages: Sequence[float
         )
     if not turns:
         raise ValueError("cannot build a datum from a trajectory with no turns")
-    return [_segment_datum(turns[a:b], turn_advantages[a:b], a) for a, b in segments(turns)]
+    return [
+        _segment_datum(turns[a:b], turn_advantages[a:b], a, sequence) for a, b in segments(turns)
+    ]
 
 
 def _tokens(tokens: Sequence[int]) -> IntArray:
@@ -119,7 +129,9 @@ def _tokens(tokens: Sequence[int]) -> IntArray:
     return np.asarray(tokens, dtype=np.int64)
 
 
-def _segment_datum(turns: Sequence[Turn], turn_advantages: Sequence[float], first: int) -> Datum:
+def _segment_datum(
+    turns: Sequence[Turn], turn_advantages: Sequence[float], first: int, sequence: str | None
+) -> Datum:
     last = turns[-1]
     last_prompt = last.prompt_tokens
     full = np.concatenate([_tokens(last_prompt), np.asarray(last.completion_tokens, np.int64)])
@@ -159,7 +171,18 @@ def _segment_datum(turns: Sequence[Turn], turn_advantages: Sequence[float], firs
         logprobs=logprobs,
         advantages=advantages,
         mask=mask,
+        sequence=sequence,
     )
+
+
+def sequence_index(datums: Sequence[Datum]) -> list[int]:
+    """Which sequence each datum belongs to (0, 1, ...): consecutive datums with the same
+    `sequence` key are the segments of one trajectory; a datum without a key is its own."""
+    index: list[int] = []
+    for i, datum in enumerate(datums):
+        same = i > 0 and datum.sequence is not None and datum.sequence == datums[i - 1].sequence
+        index.append(index[-1] if same else (index[-1] + 1 if index else 0))
+    return index
 
 
 def has_signal(advantages: Sequence[float]) -> bool:
@@ -184,15 +207,25 @@ def build_datums(
                 f"group {group.group_id}: {len(group.trajectories)} trajectories but "
                 f"{len(group_adv.per_turn)} advantage rows"
             )
-        for trajectory, turn_adv in zip(group.trajectories, group_adv.per_turn, strict=True):
+        rows = zip(group.trajectories, group_adv.per_turn, strict=True)
+        for index, (trajectory, turn_adv) in enumerate(rows):
             if not trajectory.turns or (skip_zero_advantage and not has_signal(turn_adv)):
                 continue
-            datums.extend(trajectory_to_datums(trajectory, turn_adv))
+            key = f"{group.group_id}/{index}"
+            datums.extend(trajectory_to_datums(trajectory, turn_adv, key))
     return datums
 
 
-def scored_datums(scored: Sequence[ScoredGroup]) -> list[Datum]:
-    """The training datums of scored groups (zero-advantage trajectories skipped): the one
-    function whole-batch training and streaming (`agentrl.training.streaming`) both use, so a
-    batch streamed group by group gives the datums of the batch trained at once."""
-    return build_datums([s.group for s in scored], advantages_of(scored), skip_zero_advantage=True)
+def scored_datums(
+    scored: Sequence[ScoredGroup], *, keep_zero_advantage: bool = False
+) -> list[Datum]:
+    """The training datums of scored groups: the one function whole-batch training and
+    streaming (`agentrl.training.streaming`) both use, so a batch streamed group by group gives
+    the datums of the batch trained at once. Zero-advantage trajectories (all of a degenerate
+    group's) are skipped unless `keep_zero_advantage`: with a KL penalty they still carry its
+    gradient (`LossConfig.needs_every_token`)."""
+    return build_datums(
+        [s.group for s in scored],
+        advantages_of(scored),
+        skip_zero_advantage=not keep_zero_advantage,
+    )

@@ -35,7 +35,8 @@ class LossNormalisation(StrEnum):
     """The number of trained tokens of the whole call (per token over the batch; on the
     services: whatever the service does, see docs/backends.md)."""
     SEQUENCE = "sequence"
-    """Mean over each datum's tokens, then mean over datums (GRPO as published)."""
+    """Mean over each sequence's tokens, then mean over sequences (GRPO as published); a
+    sequence is a trajectory, its segments together (`Datum.sequence`)."""
     CONSTANT = "constant"
     """A fixed constant (`LossConfig.norm_constant`), as in Dr. GRPO: no length bias."""
 
@@ -51,7 +52,8 @@ class KLEstimator(StrEnum):
 
 @dataclass(frozen=True)
 class LossConfig:
-    """Loss hyper-parameters: ratio clip thresholds, normalisation, KL penalty, TIS cap."""
+    """Loss hyper-parameters: ratio clip thresholds, normalisation, KL penalty, TIS cap,
+    dual clip."""
 
     clip_low: float = 0.8
     clip_high: float = 1.2
@@ -64,7 +66,19 @@ class LossConfig:
     kl_estimator: KLEstimator = KLEstimator.K3
     tis_cap: float | None = None
     """Truncated importance sampling: weight each token by `min(pi_trainer / pi_sampler, cap)`
-    and take the loss's ratio against the trainer's own (detached) logprobs; None disables."""
+    and take the loss's ratio against the trainer's own (detached) logprobs; None disables.
+    With one optimizer step per batch (agentrl's updates) that ratio is exactly 1, so the clip
+    never binds: the loss is then the TIS-weighted policy gradient, with no trust region."""
+    dual_clip: float | None = None
+    """Dual-clip PPO (Ye et al. 2020, verl's `clip_ratio_c`): for tokens with a negative
+    advantage the ratio is capped at this value (> 1) in ppo, gspo and importance_sampling, so
+    a stale token whose probability rose far above the sampler's contributes at most
+    `-C * A`; None disables."""
+
+    @property
+    def needs_every_token(self) -> bool:
+        """True when zero-advantage trajectories still carry a gradient (a KL penalty)."""
+        return self.kl_coef > 0
 
     def __post_init__(self) -> None:
         if not 0 < self.clip_low <= 1 <= self.clip_high:
@@ -82,3 +96,5 @@ class LossConfig:
             raise ValueError(f"LossConfig.kl_coef must be >= 0, got {self.kl_coef}")
         if self.tis_cap is not None and not self.tis_cap > 0:
             raise ValueError(f"LossConfig.tis_cap must be > 0 or None, got {self.tis_cap}")
+        if self.dual_clip is not None and not self.dual_clip > 1:
+            raise ValueError(f"LossConfig.dual_clip must be > 1 or None, got {self.dual_clip}")

@@ -1,28 +1,35 @@
 """Reference torch implementations of the policy losses (used by the local backend).
 
 All functions work on flat per-token tensors of the *trained* positions of a batch (or on
-padded tensors together with a 0/1 `mask`); `sequence_ids` names the datum of each position.
+padded tensors together with a 0/1 `mask`); `sequence_ids` names the sequence of each
+position (a trajectory: one datum, or the segments of one trajectory together).
 With behaviour logprobs `b_t` (the sampler's, stored in the datum), `r_t = exp(logp_t - b_t)`,
 advantage `A_t`, clip thresholds `lo` / `hi` and `sg` = stop-gradient:
 
     importance_sampling:  l_t = -r_t * A_t
     ppo:                  l_t = -min(r_t * A_t, clip(r_t, lo, hi) * A_t)
     cispo:                l_t = -sg(clip(r_t, lo, hi)) * A_t * logp_t
-    gspo:                 s_i = exp(mean_{t in i} (logp_t - b_t))          (datum i)
+    gspo:                 s_i = exp(mean_{t in i} (logp_t - b_t))          (sequence i)
                           s_t = sg(s_i) * exp(logp_t - sg(logp_t))          (value s_i)
                           l_t = -min(s_t * A_t, clip(s_t, lo, hi) * A_t)
     cross_entropy:        l_t = -logp_t                      (supervised warm start)
+    dual clip (C):        l_t = min(l_t, -C * A_t) where A_t < 0   (ppo, gspo, importance_sampling)
 
 Options (`LossConfig`):
 
 - `tis_cap = C` (truncated importance sampling): `l_t` is computed with `b_t` replaced by
-  `sg(logp_t)` (the trainer's own logprobs: the ratio is 1 at the step, the trust region is
-  around the trainer) and multiplied by `w_t = min(exp(sg(logp_t) - b_t), C)`, the truncated
-  weight of the trainer over the sampler (stale or mismatched samplers).
+  `sg(logp_t)` (the trainer's own logprobs) and multiplied by `w_t = min(exp(sg(logp_t) -
+  b_t), C)`, the truncated weight of the trainer over the sampler (stale or mismatched
+  samplers). With one optimizer step per batch the ratio to `sg(logp_t)` is exactly 1, so the
+  clip never binds: this is the TIS-weighted policy gradient, with no trust region.
+- `dual_clip = C` (> 1): where `A_t < 0` the per-token loss is capped at `-C * A_t` (the ratio
+  capped at C), so a stale token with a negative advantage cannot contribute `-A_t * r_t`
+  without bound (up to `e^30` before the exponent clamp); no gradient flows where the cap
+  binds. Those tokens count in `clipped`.
 - `kl_coef = beta`: `l_t += beta * k_t` with `d_t = ref_t - logp_t` and
   `k1 = -d_t`, `k3 = exp(d_t) - d_t - 1` (the reference policy's logprobs `ref_t`).
 - normalisation: the value returned is `sum_t mask_t * c_t * l_t` (a **sum**) with `c_t = 1`,
-  or `c_t = 1 / |datum|` for `sequence`; the caller divides by `loss_divisor(...)` of the
+  or `c_t = 1 / |sequence|` for `sequence`; the caller divides by `loss_divisor(...)` of the
   whole `forward_backward` call (trained tokens, datums, or the constant), so micro-batching
   does not change the gradient; a streamed batch (`--stream-groups`) divides its accumulated
   sums once by the divisor of the whole batch. Metrics are sums too, so they can be
@@ -42,6 +49,7 @@ import torch  # noqa: E402
 
 __all__ = ["LossSums", "kl_estimate", "loss_divisor", "policy_loss_sum"]
 
+_DUAL_CLIPPED = (LossName.PPO, LossName.GSPO, LossName.IMPORTANCE_SAMPLING)
 _MAX_EXP = 30.0
 """Exponents are clamped here only to avoid inf * 0 = nan at masked positions."""
 
@@ -170,6 +178,11 @@ def policy_loss_sum(
         shown_ratio = token_ratio
     else:  # pragma: no cover - exhaustive over LossName
         raise ValueError(f"unknown loss {loss!r}")
+    if config.dual_clip is not None and loss in _DUAL_CLIPPED:
+        cap = -config.dual_clip * adv
+        capped = (adv < 0) & (per_token > cap)
+        per_token = torch.where(capped, cap, per_token)
+        clipped = torch.maximum(clipped, capped.float())
     if loss is not LossName.CROSS_ENTROPY:
         per_token = per_token * tis
     kl = torch.zeros_like(mask)

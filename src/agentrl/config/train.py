@@ -21,7 +21,10 @@ from agentrl.config.common import CommonConfig, must_not_be
 from agentrl.config.names import BackendName, BehaviourLogprobs, EstimatorName, StalePolicy
 from agentrl.config.plugins import EstimatorOptions, make_estimator
 
-__all__ = ["TrainConfig"]
+__all__ = ["DEFAULT_DUAL_CLIP", "TrainConfig"]
+
+DEFAULT_DUAL_CLIP = 3.0
+"""The dual-clip cap off-policy training uses unless told otherwise (verl's default)."""
 
 
 class TrainConfig(CommonConfig):
@@ -69,6 +72,12 @@ class TrainConfig(CommonConfig):
     kl_estimator: KLEstimator = Field(KLEstimator.K3, description="KL estimator: k1 or k3")
     tis_cap: float | None = Field(
         None, gt=0.0, description="local: truncated importance weight cap (trainer / sampler)"
+    )
+    dual_clip: float | None = Field(
+        None,
+        ge=0.0,
+        description="local: cap the ratio of negative-advantage tokens at C (dual-clip PPO); "
+        "default: 3 when --max-steps-off-policy >= 1, else off; 0 disables",
     )
     max_steps_off_policy: int = Field(
         0, ge=0, description="k: sample up to k updates ahead while training (0: synchronous)"
@@ -161,6 +170,14 @@ class TrainConfig(CommonConfig):
         return self
 
     @model_validator(mode="after")
+    def _check_dual_clip(self) -> Self:
+        if self.dual_clip is not None and 0 < self.dual_clip <= 1:
+            raise ValueError(
+                f"--dual-clip must be 0 (off) or above 1 (the ratio cap), got {self.dual_clip}"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_remote_loss(self) -> Self:
         if self.backend is BackendName.LOCAL:
             return self
@@ -169,6 +186,8 @@ class TrainConfig(CommonConfig):
             local_only.append("--kl-coef")
         if self.tis_cap is not None:
             local_only.append("--tis-cap")
+        if self.dual_clip:
+            local_only.append("--dual-clip")
         if self.normalisation is not LossNormalisation.TOKENS:
             local_only.append(f"--normalisation {self.normalisation.value}")
         if self.loss is LossName.GSPO and self.backend is BackendName.PYTRIO:
@@ -204,7 +223,17 @@ class TrainConfig(CommonConfig):
             kl_coef=self.kl_coef,
             kl_estimator=self.kl_estimator,
             tis_cap=self.tis_cap,
+            dual_clip=self.resolved_dual_clip(),
         )
+
+    def resolved_dual_clip(self) -> float | None:
+        """The dual-clip cap in use: the given one (0: off), else `DEFAULT_DUAL_CLIP` when
+        training off-policy on the local backend (the services have no such setting)."""
+        if self.dual_clip is not None:
+            return self.dual_clip or None
+        if self.max_steps_off_policy >= 1 and self.backend is BackendName.LOCAL:
+            return DEFAULT_DUAL_CLIP
+        return None
 
     def advantage_estimator(self, reward_fn: RewardFn | None = None) -> AdvantageEstimator:
         """The configured advantage estimator (step-level ones score turns with `reward_fn`,

@@ -83,9 +83,17 @@ class StreamedBatch:
 class GroupStreamer:
     """Feeds one update's groups to a `GradientStream` as they finish (module docstring)."""
 
-    def __init__(self, stream: GradientStream, estimator: AdvantageEstimator | None = None) -> None:
+    def __init__(
+        self,
+        stream: GradientStream,
+        estimator: AdvantageEstimator | None = None,
+        *,
+        keep_zero_advantage: bool = False,
+    ) -> None:
         self.stream = stream
         self.estimator = estimator
+        self.keep_zero_advantage = keep_zero_advantage
+        """Train zero-advantage trajectories too (a KL penalty: `scored_datums`)."""
         """Scores plain groups only; scored groups keep the advantages they came with."""
         self.parts = 0
         """Parts sent so far."""
@@ -111,8 +119,11 @@ class GroupStreamer:
         scored = self._scored(group)
         if not scored.degenerate:
             self._streamed[id(scored.group)] = scored
-            self._push(scored_datums([scored]))
+            self._push(self._datums(scored))
         self._advantage_seconds += time.perf_counter() - clock
+
+    def _datums(self, scored: ScoredGroup) -> list[Datum]:
+        return scored_datums([scored], keep_zero_advantage=self.keep_zero_advantage)
 
     def _push(self, datums: Sequence[Datum]) -> None:
         if not datums:
@@ -162,7 +173,7 @@ class GroupStreamer:
                 continue
             scored = self._scored(group)
             batch.append(scored)
-            self._push(scored_datums([scored]))
+            self._push(self._datums(scored))
         self._advantage_seconds += time.perf_counter() - clock
         if self._worker is not None:
             await self._worker
@@ -200,7 +211,9 @@ def open_streamer(
     config: LossConfig,
 ) -> GroupStreamer:
     """A streamer of one update's (scored) groups into a fresh gradient stream of `backend`."""
-    return GroupStreamer(open_stream(backend, loss, config), estimator)
+    return GroupStreamer(
+        open_stream(backend, loss, config), estimator, keep_zero_advantage=config.needs_every_token
+    )
 
 
 async def finish_streamed(

@@ -190,7 +190,7 @@ class Trainer:
         config = self.config
         clock = time.perf_counter()
         advantages = Advantages(tuple(s.advantages for s in scored))
-        datums = scored_datums(scored)
+        datums = scored_datums(scored, keep_zero_advantage=config.loss_config().needs_every_token)
         timings = {"advantages": seconds + time.perf_counter() - clock}
         if not datums:
             return _Trained(None, {}, timings, advantages)

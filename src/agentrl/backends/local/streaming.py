@@ -65,6 +65,8 @@ class LocalGradientStream:
             raise RuntimeError("this gradient stream is finished; open a new one per batch")
         engine = self.backend.engine
         with engine.lock:
+            if not self.parts:
+                self._refuse_stale_gradients()
             part = run_forward_backward(
                 engine,
                 datums,
@@ -78,6 +80,18 @@ class LocalGradientStream:
         self.sequences += sequences
         self.parts.append(part)
         return part
+
+    def _refuse_stale_gradients(self) -> None:
+        """A stream is one batch's whole gradient: `finish` divides what the parameters hold,
+        so gradients an earlier `forward_backward` left without an optimizer step would be
+        divided (and stepped) with this batch."""
+        stale = [p for p in self.backend.trainable_parameters() if p.grad is not None]
+        if stale and any(bool(p.grad.abs().sum() > 0) for p in stale if p.grad is not None):
+            raise RuntimeError(
+                "the parameters hold gradients of an earlier forward_backward that no "
+                "optim_step used; step or discard them (optim_step, or abort() of its stream) "
+                "before streaming a new batch"
+            )
 
     def divisor(self) -> float:
         """The whole batch's divisor (1 for a backend built with `normalisation="sum"`)."""

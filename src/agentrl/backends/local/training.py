@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from agentrl.algo.datums import Datum
+from agentrl.algo.datums import Datum, sequence_index
 from agentrl.algo.losses import loss_divisor, policy_loss_sum
 from agentrl.algo.mismatch import logprob_mismatch
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName
@@ -62,24 +62,38 @@ def validate_datums(datums: Sequence[Datum], vocab_size: int, max_length: int) -
 
 
 def batch_totals(datums: Sequence[Datum]) -> tuple[float, int]:
-    """(trained tokens, datums with a trained token): what `loss_divisor` takes."""
+    """(trained tokens, sequences with a trained token): what `loss_divisor` takes. A sequence
+    is a trajectory: its segments (consecutive datums of one `sequence` key) count once."""
     total_tokens = float(sum(d.mask.sum() for d in datums))
-    sequences = sum(1 for d in datums if d.mask.sum() > 0)
+    index = sequence_index(datums)
+    sequences = len({index[i] for i, d in enumerate(datums) if d.mask.sum() > 0})
     return total_tokens, sequences
 
 
-def micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+def micro_batches(
+    lengths: Sequence[int], token_budget: int, sequences: Sequence[int] | None = None
+) -> list[list[int]]:
     """Greedy, order-preserving packing of datum indices into padded batches of at most
-    `token_budget` tokens (rows x longest row); a datum longer than the budget is alone."""
+    `token_budget` tokens (rows x longest row); a datum longer than the budget is alone. The
+    datums of one sequence (`sequences`: each datum's `sequence_index`) stay in one batch, so
+    gspo's ratio and `sequence` normalisation see a whole trajectory (its segments together,
+    over the budget if they must)."""
+    owner = list(range(len(lengths))) if sequences is None else list(sequences)
+    units: list[list[int]] = []
+    for index in range(len(lengths)):
+        if units and owner[units[-1][-1]] == owner[index]:
+            units[-1].append(index)
+        else:
+            units.append([index])
     batches: list[list[int]] = []
     current: list[int] = []
     longest = 0
-    for index, length in enumerate(lengths):
-        new_longest = max(longest, length)
-        if current and new_longest * (len(current) + 1) > token_budget:
+    for unit in units:
+        new_longest = max(longest, *(lengths[i] for i in unit))
+        if current and new_longest * (len(current) + len(unit)) > token_budget:
             batches.append(current)
-            current, new_longest = [], length
-        current.append(index)
+            current, new_longest = [], max(lengths[i] for i in unit)
+        current.extend(unit)
         longest = new_longest
     if current:
         batches.append(current)
@@ -127,7 +141,8 @@ def run_forward_backward(
     sums = dict.fromkeys(names, 0.0)
     sampled: list[np.ndarray] = []
     recomputed: list[np.ndarray] = []
-    batches = micro_batches([len(d) for d in datums], micro_batch_tokens)
+    owners = sequence_index(datums)
+    batches = micro_batches([len(d) for d in datums], micro_batch_tokens, owners)
     engine.model.train()
     try:
         for batch in batches:
@@ -147,7 +162,8 @@ def run_forward_backward(
             logp = logp_all.gather(-1, targets[:, None])[:, 0]
             old = _tensor([d.logprobs for d in rows], width, torch.float32, device)[where]
             adv = _tensor([d.advantages for d in rows], width, torch.float32, device)[where]
-            rows_index = torch.arange(len(rows), device=device)[:, None].expand(-1, width)
+            row_owner = torch.tensor([owners[i] - owners[batch[0]] for i in batch], device=device)
+            rows_index = row_owner[:, None].expand(-1, width)
             ref = None
             if config.kl_coef > 0:
                 ref = _reference_logprobs(engine, ids, attention, where, targets)

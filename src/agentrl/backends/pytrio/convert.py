@@ -111,7 +111,7 @@ def check_remote_loss(
 
     `accepted` is the SDK's own list of loss names (pytrio: `LOSS_INPUT_SCHEMAS`, tinker:
     `LossFnType`). The services normalise, clip and weight on their side, so a KL penalty, a
-    TIS cap and a non-default normalisation exist only on the local backend.
+    TIS cap, a dual clip and a non-default normalisation exist only on the local backend.
     """
     loss = LossName(loss)
     if loss.value not in accepted:
@@ -124,6 +124,8 @@ def check_remote_loss(
         unsupported.append(f"kl_coef={config.kl_coef} (KL penalty to a reference policy)")
     if config.tis_cap is not None:
         unsupported.append(f"tis_cap={config.tis_cap} (truncated importance sampling)")
+    if config.dual_clip is not None:
+        unsupported.append(f"dual_clip={config.dual_clip} (dual-clip PPO)")
     if LossNormalisation(config.normalisation) is not LossNormalisation.TOKENS:
         unsupported.append(f"normalisation={LossNormalisation(config.normalisation).value}")
     if unsupported:
