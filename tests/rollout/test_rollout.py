@@ -448,3 +448,28 @@ async def test_env_step_limit_is_max_steps(qwen_tokenizer: Any, renderer: ChatRe
     (trajectory,) = group.trajectories
     assert trajectory.stop_reason is StopReason.MAX_STEPS
     assert trajectory.turns[-1].status is TurnStatus.ENDED
+
+
+class CountingTokenizer:
+    """The real tokenizer, counting `len()` calls (costly in tokenizers 0.22)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.len_calls = 0
+
+    def __len__(self) -> int:
+        self.len_calls += 1
+        return len(self.inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_the_vocabulary_size_is_read_once_per_renderer(qwen_tokenizer: Any) -> None:
+    counting = CountingTokenizer(qwen_tokenizer)
+    renderer = ChatRenderer(counting, PROTOCOL.tools)  # type: ignore[arg-type]
+    config = replace(FAST, group_size=2)
+    group, _ = await play(qwen_tokenizer, renderer, [[call(a) for a in WIN]] * 2, config)
+    turns = sum(len(t.turns) for t in group.trajectories)
+    assert turns == 8 and all(t.won for t in group.trajectories)
+    assert counting.len_calls == 1  # not once per sampling request

@@ -39,11 +39,9 @@ log = logging.getLogger(__name__)
 
 
 def vocab_size(renderer: ChatRenderer) -> int | None:
-    """How many token ids the renderer's tokenizer can decode (None: unknown)."""
-    try:
-        return len(renderer.tokenizer)  # type: ignore[arg-type]
-    except TypeError:
-        return None
+    """How many token ids the renderer's tokenizer can decode (None: unknown; read once per
+    renderer)."""
+    return renderer.vocab_size
 
 
 def _check_completion(completion: Completion, vocab_size: int | None) -> None:
