@@ -139,7 +139,9 @@ def test_extension_keeps_sampled_tokens_where_a_render_would_merge(
 
 
 def test_extension_cost_does_not_grow_with_history(qwen_tokenizer: Any) -> None:
-    """Every template render during extension sees a bounded number of messages."""
+    """Template renders during extension see a bounded number of messages, and happen on the
+    first tool message only (the real one and two with marker contents, which give the
+    template's frame of that message shape); every later turn reuses the frame, exactly."""
 
     class Counting:
         def __init__(self, inner: Any) -> None:
@@ -158,10 +160,17 @@ def test_extension_cost_does_not_grow_with_history(qwen_tokenizer: Any) -> None:
     prompt = renderer.initial_prompt(first_messages())
     counting.sizes.clear()
     completion = [*qwen_tokenizer.encode(PROTOCOL.call_text("look")), IM_END]
+    messages = first_messages()
+    assistant = Message(role="assistant", content=PROTOCOL.call_text("look"))
     for turn in range(30):
-        tool = Message(role="tool", name="alfworld_step", content=f"observation {turn}")
+        content = f"observation {turn}" + ("\n  with \"quotes\" <b> & ws  " if turn % 2 else "")
+        tool = Message(role="tool", name="alfworld_step", content=content)
         prompt = renderer.extend(prompt, completion, tool)
-    assert len(counting.sizes) == 30 and max(counting.sizes) <= 4
+        messages += [assistant, tool]
+        if turn == 0:
+            assert len(counting.sizes) == 3
+    assert len(counting.sizes) == 3 and max(counting.sizes) <= 4
+    assert prompt == renderer.render(messages, add_generation_prompt=True)
 
 
 def test_unterminated_completion_gets_the_full_closing(

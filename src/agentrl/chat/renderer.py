@@ -138,6 +138,10 @@ class ChatRenderer:
         self._lines = LineEncoder(
             self.encode, encode_many=batch_encoder(tokenizer), enabled=line_cache
         )
+        self._frames: dict[tuple[tuple[str, str | None], ...], tuple[str, ...]] = {}
+        """Per tool-message shape: the template's text before, between and after contents."""
+        self._no_frame: set[tuple[tuple[str, str | None], ...]] = set()
+        """Shapes whose contents the template does not insert verbatim (rendered each time)."""
 
     @property
     def record(self) -> RenderRecord:
@@ -243,32 +247,24 @@ class ChatRenderer:
     def tool_message_tokens(self, message: Message | Sequence[Message]) -> list[int]:
         """Tokens the template puts after a closed assistant turn for `message` (or several
         tool messages, one per call, in order), up to and including the next generation
-        prompt. Derived from the fixed probe conversation."""
+        prompt. Derived from the fixed probe conversation; the template's text around the
+        contents is rendered once per message shape (roles and names) and reused when the
+        template is checked to insert contents verbatim (`_frame`)."""
         if self.segments:
             raise ChatTemplateError("this template cannot be extended; use segment_prompt")
         messages = [message] if isinstance(message, Message) else list(message)
-        full = self.render_text(
-            [*self._context, self._assistant, *(message_to_dict(m) for m in messages)],
-            add_generation_prompt=True,
-            tools=self._delta_tools,
-        )
-        if full.startswith(self._probe_text):
-            cut = len(self._probe_text)
-        else:
-            if self.extension is ExtensionMode.EXTENDS:
-                raise HistoryRewriteError(
-                    "the chat template renders the earlier assistant turn differently once a "
-                    f"{messages[0].role} message follows "
-                    f"({_first_difference(self._probe_text, full)})"
-                    "; pass allow_history_rewrite=True to keep the sampled tokens anyway"
-                )
-            marker = self._reply + self.closing_text
-            found = full.find(marker)
-            if found < 0:
+        text: str | None = None
+        frame = self._frames.get(_shape(messages)) if self.verify is not VerifyMode.FULL else None
+        if frame is not None:
+            text = _fill(frame, [m.content for m in messages])
+            delta = self._lines.encode(text)
+            if self.verify is VerifyMode.BOUNDARY and not self._boundary.ok(text, delta):
                 raise ChatTemplateError(
-                    "cannot find the assistant reply in the template's render of a tool message"
+                    "the tool message's first tokens merge with the assistant turn's closing "
+                    f"text {self.closing_text!r}; this template cannot be extended token by token"
                 )
-            cut = found + len(marker)
+            return delta
+        full, cut = self._tool_render(messages)
         text = full[cut:]
         delta = self._lines.encode(text)
         if self.verify is VerifyMode.FULL:
@@ -281,7 +277,54 @@ class ChatRenderer:
                 "the tool message's first tokens merge with the assistant turn's closing "
                 f"text {self.closing_text!r}; this template cannot be extended token by token"
             )
+        if self.verify is not VerifyMode.FULL:
+            self._learn_frame(messages, text)
         return delta
+
+    def _tool_render(self, messages: Sequence[Message]) -> tuple[str, int]:
+        """The probe conversation plus `messages` rendered, and where their text starts."""
+        full = self.render_text(
+            [*self._context, self._assistant, *(message_to_dict(m) for m in messages)],
+            add_generation_prompt=True,
+            tools=self._delta_tools,
+        )
+        if full.startswith(self._probe_text):
+            return full, len(self._probe_text)
+        if self.extension is ExtensionMode.EXTENDS:
+            raise HistoryRewriteError(
+                "the chat template renders the earlier assistant turn differently once a "
+                f"{messages[0].role} message follows "
+                f"({_first_difference(self._probe_text, full)})"
+                "; pass allow_history_rewrite=True to keep the sampled tokens anyway"
+            )
+        marker = self._reply + self.closing_text
+        found = full.find(marker)
+        if found < 0:
+            raise ChatTemplateError(
+                "cannot find the assistant reply in the template's render of a tool message"
+            )
+        return full, found + len(marker)
+
+    def _learn_frame(self, messages: Sequence[Message], text: str) -> None:
+        """Keep the template's text around the contents of this message shape, when two renders
+        with marker contents (one with whitespace, quotes and markup) show that it inserts
+        contents verbatim and the frame reproduces the real render `text`."""
+        shape = _shape(messages)
+        if shape in self._frames or shape in self._no_frame:
+            return
+        frames = []
+        for plain in (True, False):
+            marked = [
+                Message(role=m.role, content=_marker(i, plain), name=m.name)
+                for i, m in enumerate(messages)
+            ]
+            full, cut = self._tool_render(marked)
+            frames.append(_split_frame(full[cut:], [_marker(i, plain) for i in range(len(marked))]))
+        first, second = frames
+        if first is None or first != second or _fill(first, [m.content for m in messages]) != text:
+            self._no_frame.add(shape)
+            return
+        self._frames[shape] = first
 
     def extend(
         self,
@@ -409,3 +452,35 @@ class ChatRenderer:
                     "sampled tokens anyway."
                 )
             previous = following
+
+
+def _shape(messages: Sequence[Message]) -> tuple[tuple[str, str | None], ...]:
+    """What of a tool-message list a template's text around the contents may depend on."""
+    return tuple((m.role, m.name) for m in messages)
+
+
+def _marker(index: int, plain: bool) -> str:
+    """A content that never occurs in a template; the second kind carries the characters a
+    template could trim or escape."""
+    return f"{PROBE_MARK}c{index}" if plain else f"  \n{PROBE_MARK}d{index} \"<&'\\\t \n"
+
+
+def _split_frame(text: str, markers: Sequence[str]) -> tuple[str, ...] | None:
+    """`text` cut at each marker, in order, each exactly once (None otherwise)."""
+    pieces: list[str] = []
+    rest = text
+    for marker in markers:
+        if rest.count(marker) != 1:
+            return None
+        before, rest = rest.split(marker)
+        pieces.append(before)
+    pieces.append(rest)
+    return tuple(pieces)
+
+
+def _fill(frame: Sequence[str], contents: Sequence[str]) -> str:
+    """The frame's pieces with the contents between them."""
+    out = [frame[0]]
+    for content, piece in zip(contents, frame[1:], strict=True):
+        out += [content, piece]
+    return "".join(out)
