@@ -163,7 +163,7 @@ def test_extension_cost_does_not_grow_with_history(qwen_tokenizer: Any) -> None:
     messages = first_messages()
     assistant = Message(role="assistant", content=PROTOCOL.call_text("look"))
     for turn in range(30):
-        content = f"observation {turn}" + ("\n  with \"quotes\" <b> & ws  " if turn % 2 else "")
+        content = f"observation {turn}" + ('\n  with "quotes" <b> & ws  ' if turn % 2 else "")
         tool = Message(role="tool", name="alfworld_step", content=content)
         prompt = renderer.extend(prompt, completion, tool)
         messages += [assistant, tool]
