@@ -336,8 +336,9 @@ async def run_sandboxed_async(
         os.close(archive_r)
         os.close(archive_w)
         raise
-    payload = len(code.encode("utf-8", "replace")).to_bytes(8, "big")
-    payload += code.encode("utf-8", "replace") + workfiles.pack(workdir)
+    source = code.encode("utf-8", "replace")
+    payload = len(source).to_bytes(8, "big") + source + workfiles.pack(workdir)
+    archive_limit = limits.disk_bytes + (1 << 20)  # the folder's bytes plus tar headers
     start = time.monotonic()
     try:
         process = await asyncio.create_subprocess_exec(
@@ -369,7 +370,7 @@ async def run_sandboxed_async(
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     archive_task: asyncio.Future[bytes | None] | None = None
     try:
-        archive_task = asyncio.ensure_future(_drain(archive_reader, limits.disk_bytes + (1 << 20)))
+        archive_task = asyncio.ensure_future(_drain(archive_reader, archive_limit))
         try:
             process.stdin.write(payload)
             await process.stdin.drain()
@@ -424,7 +425,7 @@ async def run_sandboxed_async(
             shutil.rmtree(launch.scratch, ignore_errors=True)
     saved = False
     if workdir is not None and archive:
-        saved = workfiles.unpack(archive, workdir, limits.disk_bytes + (1 << 20))
+        saved = workfiles.unpack(archive, workdir, archive_limit)
     stderr = err.decode("utf-8", "replace")
     exit_code = _exit_status(exit_code, mode)
     return SandboxResult(
@@ -463,12 +464,18 @@ class _Namespace:
         except (ValueError, KeyError, TypeError):
             return
         self.inode = inode
-        with contextlib.suppress(OSError):
+        try:
             pidfd = os.pidfd_open(pid)
-            if os.stat(f"/proc/{pid}/ns/pid").st_ino == inode:
-                self.pidfd = pidfd
-            else:
-                os.close(pidfd)
+        except OSError:
+            return  # already gone
+        try:
+            ours = os.stat(f"/proc/{pid}/ns/pid").st_ino == inode
+        except OSError:
+            ours = False
+        if ours:
+            self.pidfd = pidfd
+        else:
+            os.close(pidfd)
 
     async def end(self) -> None:
         """Kill the run's init (the kernel then ends every process of the namespace) and wait
