@@ -167,3 +167,82 @@ def test_extension_modes_are_as_documented(path: Path, family_tokenizers: dict[s
     tok = family_tokenizers[path.stem]
     renderer = ChatRenderer(tok, PROTOCOL.tools, chat_template=path.read_text(encoding="utf-8"))
     assert renderer.extension is EXTENSION[path.stem]
+
+
+CONTENTS = (
+    "  leading and trailing whitespace  \n",
+    "quotes \"x\" and 'y' & <b>markup</b>",
+    "a back\\slash\tand a tab",
+    "naïve café, 中文, emoji \U0001f600",
+    '{"json": [1, 2], "nested": {"k": "v"}}',
+    "several\nlines\n\nand a blank one",
+    "",
+    "   ",
+    "plain again",
+)
+"""Tool results a template might trim, escape or branch on (the empty ones are rendered)."""
+
+
+class CountingRenders:
+    """The real tokenizer, counting template renders."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.renders = 0
+
+    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any:
+        self.renders += 1
+        return self.inner.apply_chat_template(conversation, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize(("path", "dialect", "thinking"), cases())
+def test_tool_message_frames_are_exact_and_render_nothing(
+    path: Path, dialect: str | None, thinking: bool, family_tokenizers: dict[str, Any]
+) -> None:
+    """Every extendable template's tool messages after the first come from the learned frame
+    (no template render), token for token what a full render per turn gives."""
+    tok = family_tokenizers[path.stem]
+    template = path.read_text(encoding="utf-8")
+    counting = CountingRenders(tok)
+    framed = ChatRenderer(
+        counting, PROTOCOL.tools, chat_template=template, enable_thinking=thinking
+    )  # type: ignore[arg-type]
+    if framed.segments:
+        pytest.skip(f"{path.stem} cannot be extended (segments)")
+    reference = ChatRenderer(
+        tok, PROTOCOL.tools, chat_template=template, enable_thinking=thinking, verify="full"
+    )
+    messages = [
+        Message(role="system", content=PROTOCOL.system_prompt),
+        Message(role="user", content="Step 0 of 9.\nObservation:\nYou are in a room."),
+    ]
+    ours = framed.initial_prompt(messages, PROTOCOL.tools)
+    theirs = reference.initial_prompt(messages, PROTOCOL.tools)
+    dialect = framed.dialect
+    reply = dialect.write(ToolCall(TOOL, {PROTOCOL.parameter: "look"}))
+    if thinking:
+        opened = dialect.think is not None and tok.decode(ours).rstrip().endswith(dialect.think[0])
+        reply = dialect.reasoning_reply("Look first.", reply, opened=opened)
+    completion = [*framed.encode(reply), tok.convert_tokens_to_ids(dialect.stop_markers[0])]
+    renders = []
+    for content in ("first result", *CONTENTS):
+        tool = Message(role="tool", name=TOOL, content=content)
+        before = counting.renders
+        ours = framed.extend(ours, completion, tool)
+        theirs = reference.extend(theirs, completion, tool)
+        assert ours == theirs, (path.stem, content)
+        renders.append(counting.renders - before)
+    framed_turns = [n for n, c in zip(renders[1:], CONTENTS, strict=True) if c.strip()]
+    assert framed_turns == [0] * len(framed_turns), (path.stem, renders)
+    assert renders[0] == 3  # the real render and two marker renders
+    if framed.extension is ExtensionMode.EXTENDS:
+        whole = [*messages]
+        for content in ("first result", *CONTENTS):
+            whole += [
+                Message(role="assistant", content=framed.completion_text(completion)),
+                Message(role="tool", name=TOOL, content=content),
+            ]
+        assert ours == framed.render(whole, add_generation_prompt=True)

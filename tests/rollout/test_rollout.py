@@ -7,12 +7,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from agentrl.backends.base import SamplingParams
 from agentrl.chat import ChatRenderer
+from agentrl.chat.history import ExtensionMode
 from agentrl.core.seeds import derive_seed
-from agentrl.datums import trajectory_to_datum
+from agentrl.datums import trajectory_to_datum, trajectory_to_datums
 from agentrl.envs.toy import ToyEnvGroup, make_toy_group, toy_task, toy_tasks, toy_tool_protocol
 from agentrl.rollout import RolloutConfig, rollout_batch, rollout_group
 from agentrl.testing import PolicySampler, ScriptedSampler, ScriptItem, synthetic_logprobs
@@ -29,6 +31,7 @@ from agentrl.types import (
     TrajectoryGroup,
     TurnStatus,
 )
+from tests.helpers.paths import SHARED
 
 PROTOCOL = toy_tool_protocol()
 TASK = toy_tasks(1, seed=0)[0]  # key 1 on shelf 1, target bin 1, start at drawer 1
@@ -451,25 +454,91 @@ async def test_env_step_limit_is_max_steps(qwen_tokenizer: Any, renderer: ChatRe
 
 
 class CountingTokenizer:
-    """The real tokenizer, counting `len()` calls (costly in tokenizers 0.22)."""
+    """The real tokenizer, counting `len()` calls (costly in tokenizers 0.22) and template
+    renders."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.len_calls = 0
+        self.renders = 0
 
     def __len__(self) -> int:
         self.len_calls += 1
         return len(self.inner)
 
+    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any:
+        self.renders += 1
+        return self.inner.apply_chat_template(conversation, **kwargs)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
 
-async def test_the_vocabulary_size_is_read_once_per_renderer(qwen_tokenizer: Any) -> None:
+async def counted_groups(
+    tok: Any, counting: CountingTokenizer, renderer: ChatRenderer, scripts: Any
+) -> list[tuple[TrajectoryGroup, int, int]]:
+    """Two groups on one renderer, each with the renders and `len()` calls it cost."""
+    out = []
+    for _ in range(2):
+        renders, lens = counting.renders, counting.len_calls
+        group, _ = await play(tok, renderer, scripts, replace(FAST, group_size=len(scripts)))
+        out.append((group, counting.renders - renders, counting.len_calls - lens))
+    return out
+
+
+async def test_no_template_render_or_vocabulary_call_after_the_first_turn(
+    qwen_tokenizer: Any,
+) -> None:
+    """The vocabulary size is read once per renderer (not per sampling request), and a turn
+    after an episode's first prompt renders no template: a group on a renderer that has seen
+    one tool message costs exactly its first prompt's render."""
     counting = CountingTokenizer(qwen_tokenizer)
     renderer = ChatRenderer(counting, PROTOCOL.tools)  # type: ignore[arg-type]
-    config = replace(FAST, group_size=2)
-    group, _ = await play(qwen_tokenizer, renderer, [[call(a) for a in WIN]] * 2, config)
-    turns = sum(len(t.turns) for t in group.trajectories)
-    assert turns == 8 and all(t.won for t in group.trajectories)
-    assert counting.len_calls == 1  # not once per sampling request
+    (first, _, first_lens), (second, renders, lens) = await counted_groups(
+        qwen_tokenizer, counting, renderer, [[call(a) for a in WIN]] * 2
+    )
+    for group in (first, second):
+        assert sum(len(t.turns) for t in group.trajectories) == 8
+        assert all(t.won for t in group.trajectories)
+    assert first_lens + lens == 1
+    assert renders == 1  # the group's first prompt; 8 turns, no render
+
+
+async def test_qwen3_instruct_extends_by_tokens_in_one_segment(qwen_tokenizer: Any) -> None:
+    """Qwen3's real template with thinking off: its generation prompt carries an empty think
+    block that a re-render of history drops. That is a safe rewrite: the episode stays one
+    segment, every trained token is a sampled token, no turn renders the template."""
+    path = SHARED / "chat_templates" / "qwen3-0.6b.jinja"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    counting = CountingTokenizer(qwen_tokenizer)
+    renderer = ChatRenderer(
+        counting,  # type: ignore[arg-type]
+        PROTOCOL.tools,
+        chat_template=path.read_text(encoding="utf-8"),
+        enable_thinking=False,
+    )
+    assert renderer.extension is ExtensionMode.SAFE_REWRITE
+    assert renderer.dialect.name == "qwen_json"
+    texts = [PROTOCOL.call_text(a, dialect=renderer.dialect) for a in WIN]
+    results = await counted_groups(qwen_tokenizer, counting, renderer, [texts] * 3)
+    first_prompt = qwen_tokenizer.decode(results[0][0].trajectories[0].turns[0].prompt_tokens)
+    assert first_prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    for group, _, _ in results:
+        for trajectory in group.trajectories:
+            assert trajectory.won and len(trajectory.turns) == 4
+            assert not any(turn.new_segment for turn in trajectory.turns)
+            datums = trajectory_to_datums(trajectory, [1.0] * len(trajectory.turns))
+            assert len(datums) == 1
+            (datum,) = datums
+            trained = [int(t) for t in datum.target_tokens[datum.mask == 1.0]]
+            assert trained == [t for turn in trajectory.turns for t in turn.completion_tokens]
+            assert np.allclose(
+                datum.logprobs[datum.mask == 1.0],
+                [lp for turn in trajectory.turns for lp in turn.logprobs],
+            )
+            full = trajectory.full_tokens
+            for turn in trajectory.turns:
+                n = len(turn.prompt_tokens)
+                assert full[n : n + len(turn.completion_tokens)] == turn.completion_tokens
+    assert results[1][1] == 1  # the second group: its first prompt only

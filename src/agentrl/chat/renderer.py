@@ -25,7 +25,10 @@ re-renders every turn as a new segment (`segment_prompt`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from agentrl.chat.base import (
@@ -138,7 +141,7 @@ class ChatRenderer:
         self._lines = LineEncoder(
             self.encode, encode_many=batch_encoder(tokenizer), enabled=line_cache
         )
-        self._frames: dict[tuple[tuple[str, str | None], ...], tuple[str, ...]] = {}
+        self._frames: dict[tuple[tuple[str, str | None], ...], _Frame] = {}
         """Per tool-message shape: the template's text before, between and after contents."""
         self._no_frame: set[tuple[tuple[str, str | None], ...]] = set()
         """Shapes whose contents the template does not insert verbatim (rendered each time)."""
@@ -255,8 +258,8 @@ class ChatRenderer:
         messages = [message] if isinstance(message, Message) else list(message)
         text: str | None = None
         frame = self._frames.get(_shape(messages)) if self.verify is not VerifyMode.FULL else None
-        if frame is not None:
-            text = _fill(frame, [m.content for m in messages])
+        if frame is not None and frame.fits(m.content for m in messages):
+            text = frame.fill([m.content for m in messages])
             delta = self._lines.encode(text)
             if self.verify is VerifyMode.BOUNDARY and not self._boundary.ok(text, delta):
                 raise ChatTemplateError(
@@ -308,23 +311,33 @@ class ChatRenderer:
     def _learn_frame(self, messages: Sequence[Message], text: str) -> None:
         """Keep the template's text around the contents of this message shape, when two renders
         with marker contents (one with whitespace, quotes and markup) show that it inserts
-        contents verbatim and the frame reproduces the real render `text`."""
+        contents verbatim, trimmed or as JSON strings, and the frame reproduces the real render
+        `text`."""
         shape = _shape(messages)
         if shape in self._frames or shape in self._no_frame:
             return
-        frames = []
-        for plain in (True, False):
+        texts = []
+        for simple in (False, True):
+            markers = [_marker(i, simple) for i in range(len(messages))]
             marked = [
-                Message(role=m.role, content=_marker(i, plain), name=m.name)
-                for i, m in enumerate(messages)
+                Message(role=m.role, content=marker, name=m.name)
+                for m, marker in zip(messages, markers, strict=True)
             ]
             full, cut = self._tool_render(marked)
-            frames.append(_split_frame(full[cut:], [_marker(i, plain) for i in range(len(marked))]))
-        first, second = frames
-        if first is None or first != second or _fill(first, [m.content for m in messages]) != text:
+            texts.append((full[cut:], markers))
+        (marked_text, marked_markers), (plain_text, plain_markers) = texts
+        # the markers with whitespace, quotes and a non-ASCII letter show how contents are
+        # inserted; the plain ones must give the same frame that way, and so must the real text
+        frame = _Frame.learn(marked_text, marked_markers)
+        if (
+            frame is None
+            or _split_frame(plain_text, [frame.insert.apply(m) for m in plain_markers])
+            != frame.pieces
+            or frame.fill([m.content for m in messages]) != text
+        ):
             self._no_frame.add(shape)
             return
-        self._frames[shape] = first
+        self._frames[shape] = frame
 
     def extend(
         self,
@@ -461,8 +474,9 @@ def _shape(messages: Sequence[Message]) -> tuple[tuple[str, str | None], ...]:
 
 def _marker(index: int, plain: bool) -> str:
     """A content that never occurs in a template; the second kind carries the characters a
-    template could trim or escape."""
-    return f"{PROBE_MARK}c{index}" if plain else f"  \n{PROBE_MARK}d{index} \"<&'\\\t \n"
+    template could trim or escape (whitespace, quotes, markup, a backslash, a non-ASCII
+    letter)."""
+    return f"{PROBE_MARK}c{index}" if plain else f"  \n{PROBE_MARK}d{index} \"<&'\\\t \u00e9 \n"
 
 
 def _split_frame(text: str, markers: Sequence[str]) -> tuple[str, ...] | None:
@@ -478,9 +492,53 @@ def _split_frame(text: str, markers: Sequence[str]) -> tuple[str, ...] | None:
     return tuple(pieces)
 
 
-def _fill(frame: Sequence[str], contents: Sequence[str]) -> str:
-    """The frame's pieces with the contents between them."""
-    out = [frame[0]]
-    for content, piece in zip(contents, frame[1:], strict=True):
-        out += [content, piece]
-    return "".join(out)
+class _Insert(Enum):
+    """How a template inserts a tool message's content into its text."""
+
+    VERBATIM = "verbatim"
+    TRIM = "trim"
+    """Leading and trailing whitespace stripped (Jinja's `trim` filter is `str.strip()`)."""
+    JSON = "json"
+    """As a JSON string (transformers' `tojson`: `json.dumps(x, ensure_ascii=False)`; Llama
+    3.1's template JSON-encodes tool results)."""
+
+    def apply(self, content: str) -> str:
+        """`content` as the template writes it."""
+        if self is _Insert.TRIM:
+            return content.strip()
+        if self is _Insert.JSON:
+            return json.dumps(content, ensure_ascii=False)
+        return content
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """A template's text around the contents of one tool-message shape."""
+
+    pieces: tuple[str, ...]
+    """The text before, between and after the contents."""
+    insert: _Insert
+
+    @classmethod
+    def learn(cls, text: str, markers: Sequence[str]) -> _Frame | None:
+        """The frame of a render `text` of marker contents, by the first way of inserting them
+        that cuts `text` at each one exactly once; None when the template changes them in any
+        other way."""
+        for insert in _Insert:
+            pieces = _split_frame(text, [insert.apply(m) for m in markers])
+            if pieces is not None:
+                return cls(pieces, insert)
+        return None
+
+    def fits(self, contents: Iterable[str]) -> bool:
+        """Whether the frame was shown to hold for these contents: none may be empty, before or
+        after insertion (a template may leave out an empty result's tags; the markers are never
+        empty), so such a message is rendered."""
+        return all(c and self.insert.apply(c) for c in contents)
+
+    def fill(self, contents: Sequence[str]) -> str:
+        """The frame's pieces with the contents between them."""
+        out = [self.pieces[0]]
+        for content, piece in zip(contents, self.pieces[1:], strict=True):
+            out += [self.insert.apply(content), piece]
+        return "".join(out)
