@@ -15,7 +15,7 @@ from agentrl.algo.advantages import (
     LeaveOneOut,
 )
 from agentrl.algo.datums import Datum, build_datums, trajectory_to_datum
-from agentrl.algo.rewards import RewardFn, WinMinusInvalid
+from agentrl.algo.rewards import GroupReward, RewardFn, RewardOutcome, WinMinusInvalid
 from agentrl.backends.base import (
     AdamParams,
     CheckpointRef,
@@ -95,6 +95,7 @@ __all__ = [
     "GroupAdvantages",
     "GroupMean",
     "GroupNormalized",
+    "GroupReward",
     "HistoryRewriteError",
     "KLEstimator",
     "LeaveOneOut",
@@ -106,6 +107,7 @@ __all__ = [
     "ParseErrorKind",
     "ParsedAction",
     "RewardFn",
+    "RewardOutcome",
     "RolloutConfig",
     "Sampler",
     "SamplingParams",

@@ -85,7 +85,8 @@ def test_format_table_of_summaries() -> None:
     assert lines[2].split()[2] == "66.67%"
     assert lines[4].split()[2] == "33.33%"
     # every game made one invalid (unparseable) call
-    assert all(line.split()[-2:] == ["1.00", "0"] for line in lines[2:])  # invalid, errors
+    assert all(line.split()[-3:] == ["1.00", "0", "0"] for line in lines[2:])  # invalid, errors
+    assert lines[0].split()[-2:] == ["errors", "rew.err"]
 
 
 def test_make_sinks_disabled_does_not_touch_swanlab(tmp_path: Path) -> None:

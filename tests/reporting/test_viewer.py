@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -37,6 +37,8 @@ def eval_path(tmp_path: Path) -> Path:
         stop_reason=StopReason.MAX_STEPS,
         observation_prefix=HOSTILE,
     )
+    special = replace(special, reward_detail=f"{HOSTILE}\nSCORE: 7")
+    games[1] = replace(games[1], reward_error="no usable judgement after 3 attempts")
     return write_eval_file(tmp_path / "eval.jsonl", "update 80", [*games, special])
 
 
@@ -159,6 +161,8 @@ def test_rendered_page_in_headless_chromium(eval_path: Path) -> None:
     assert by_id("episode-title").all_text() == episode_id(target.trajectory.task)
     facts = by_id("episode-facts").all_text()
     assert "not won" in facts and "max_steps" in facts and "invalid actions: 2" in facts
+    judged = by_id("reward-detail").all_text()  # the judge's reply, as text
+    assert "SCORE: 7" in judged and HOSTILE.replace("\u2028", "") in judged.replace("\u2028", "")
 
     rows = by_id("turns").find(lambda n: n.tag == "tr" and n.attrs.get("class") == "turn")
     assert [r.attrs["data-status"] for r in rows] == [
@@ -185,5 +189,7 @@ def test_rendered_page_in_headless_chromium(eval_path: Path) -> None:
     dom = _rendered(page, quote(other.episode_id, safe=""))
     (title,) = dom.find(lambda n: n.attrs.get("id") == "episode-title")
     assert title.all_text() == other.episode_id
+    (facts_node,) = dom.find(lambda n: n.attrs.get("id") == "episode-facts")
+    assert "reward error: no usable judgement after 3 attempts" in facts_node.all_text()
     rows = dom.find(lambda n: n.tag == "tr" and n.attrs.get("class") == "turn")
     assert "open fridge 1" in rows[-1].all_text()

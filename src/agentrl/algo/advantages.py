@@ -5,9 +5,9 @@ game from the same initial state) and returns an advantage for every assistant t
 trajectory. Trajectory-level estimators broadcast one value to all turns of a trajectory.
 
 Conventions shared by every estimator here:
-- trajectories that ended in an infrastructure error (`sampler_error`, `env_error`) are left
-  out of their group's statistics and get advantage 0: a crash is not evidence about the
-  policy;
+- trajectories that ended in an infrastructure error (`sampler_error`, `env_error`) or whose
+  reward could not be computed (`reward_error`: a judge failed) are left out of their group's
+  statistics and get advantage 0: a crash is not evidence about the policy;
 - a group whose (remaining) rewards are all equal is *degenerate*: every advantage is 0 and
   the group is counted so the trainer can skip it and report it.
 
@@ -31,7 +31,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from agentrl.algo.rewards import RewardFn, WinMinusInvalid
+from agentrl.algo.rewards import Reward, WinMinusInvalid
 from agentrl.core.types import Trajectory, TrajectoryGroup
 
 __all__ = [
@@ -134,8 +134,9 @@ def advantages_of(scored: Sequence[ScoredGroup]) -> Advantages:
 
 
 def usable(trajectory: Trajectory) -> bool:
-    """Whether a trajectory takes part in its group's statistics (not an infra error)."""
-    return not trajectory.stop_reason.is_error and bool(trajectory.turns)
+    """Whether a trajectory takes part in its group's statistics (not an infra error, a
+    reward was computed; `Trajectory.usable`)."""
+    return trajectory.usable
 
 
 class TrajectoryLevelEstimator:
@@ -230,7 +231,7 @@ class GiGPO:
     normalize_step: bool = False
     eps: float = 1e-6
     episode: TrajectoryLevelEstimator = field(default_factory=lambda: GroupMean())
-    reward_fn: RewardFn = field(default_factory=WinMinusInvalid)
+    reward_fn: Reward = field(default_factory=WinMinusInvalid)
 
     def estimate(self, groups: Sequence[TrajectoryGroup]) -> Advantages:
         """Per-turn advantages for every trajectory of every group."""

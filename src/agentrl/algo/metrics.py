@@ -133,6 +133,9 @@ class EpisodeStats(_Record):
     error_rate: float = 0.0
     errors: int = 0
     """Episodes ended by a sampler or env failure (`env_error`, `sampler_error`)."""
+    reward_errors: int = 0
+    """Episodes whose reward could not be computed (`reward_error`: a judge failed); their
+    rewards are left out of `reward_mean` / `reward_std`."""
     tool_format_rate: float = 0.0
     admissible_action_rate: float = 0.0
     mean_invalid_actions: float = 0.0
@@ -147,7 +150,8 @@ def episode_stats(trajectories: Iterable[Trajectory]) -> EpisodeStats:
     n = len(items)
     if n == 0:
         return EpisodeStats()
-    rewards = np.array([t.reward for t in items], dtype=np.float64)
+    scored = [t.reward for t in items if t.reward_error is None]
+    rewards = np.array(scored or [0.0], dtype=np.float64)
     turns = [turn for t in items for turn in t.turns]
     parsed = [turn for turn in turns if turn.parsed.ok]
     admissible = sum(1 for turn in parsed if not turn.status.is_invalid)
@@ -167,6 +171,7 @@ def episode_stats(trajectories: Iterable[Trajectory]) -> EpisodeStats:
         truncation_rate=_ratio(sum(1 for t in items if t.truncated), n),
         error_rate=_ratio(sum(1 for t in items if t.stop_reason.is_error), n),
         errors=sum(1 for t in items if t.stop_reason.is_error),
+        reward_errors=sum(1 for t in items if t.reward_error is not None),
         tool_format_rate=_ratio(len(parsed), len(turns)),
         admissible_action_rate=_ratio(admissible, len(parsed)),
         mean_invalid_actions=_ratio(sum(t.invalid_actions for t in items), n),
@@ -257,7 +262,7 @@ class UpdateMetrics(_Record):
 
 
 def _degenerate(group: TrajectoryGroup) -> bool:
-    rewards = [t.reward for t in group.trajectories if not t.stop_reason.is_error and t.turns]
+    rewards = [t.reward for t in group.trajectories if t.usable]
     return not rewards or max(rewards) - min(rewards) <= DEGENERATE_TOLERANCE
 
 
@@ -299,7 +304,7 @@ def update_metrics(
             for g, flag in zip(groups, flags, strict=True)
             if not flag
             for t in g.trajectories
-            if t.turns and not t.stop_reason.is_error
+            if t.usable
         )
     return UpdateMetrics(
         update=update,

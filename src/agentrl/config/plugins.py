@@ -23,7 +23,7 @@ from agentrl.algo.advantages import (
     GroupNormalized,
     LeaveOneOut,
 )
-from agentrl.algo.rewards import RewardFn, WinMinusInvalid
+from agentrl.algo.rewards import Reward, RewardFn, WinMinusInvalid
 from agentrl.config.envspec import EnvSpec
 
 __all__ = [
@@ -79,7 +79,7 @@ REWARDS: Mapping[str, Callable[[RewardOptions], RewardFn]] = MappingProxyType(
 """Built-in reward functions by name."""
 
 
-def _gigpo(options: EstimatorOptions, reward_fn: RewardFn) -> AdvantageEstimator:
+def _gigpo(options: EstimatorOptions, reward_fn: Reward) -> AdvantageEstimator:
     return GiGPO(
         gamma=options.gigpo_gamma,
         omega=options.gigpo_omega,
@@ -88,7 +88,7 @@ def _gigpo(options: EstimatorOptions, reward_fn: RewardFn) -> AdvantageEstimator
     )
 
 
-ESTIMATORS: Mapping[str, Callable[[EstimatorOptions, RewardFn], AdvantageEstimator]] = (
+ESTIMATORS: Mapping[str, Callable[[EstimatorOptions, Reward], AdvantageEstimator]] = (
     MappingProxyType(
         {
             "group_mean": lambda options, reward_fn: GroupMean(),
@@ -120,7 +120,7 @@ def make_reward(name: str, options: RewardOptions | None = None) -> RewardFn:
 
 
 def make_estimator(
-    name: str, options: EstimatorOptions | None = None, reward_fn: RewardFn | None = None
+    name: str, options: EstimatorOptions | None = None, reward_fn: Reward | None = None
 ) -> AdvantageEstimator:
     """The built-in advantage estimator called `name`."""
     try:

@@ -8,7 +8,7 @@ from typing import Self
 from pydantic import Field, field_validator, model_validator
 
 from agentrl.algo.advantages import AdvantageEstimator
-from agentrl.algo.rewards import RewardFn
+from agentrl.algo.rewards import Reward
 from agentrl.backends.base import (
     AdamParams,
     KLEstimator,
@@ -235,7 +235,7 @@ class TrainConfig(CommonConfig):
             return DEFAULT_DUAL_CLIP
         return None
 
-    def advantage_estimator(self, reward_fn: RewardFn | None = None) -> AdvantageEstimator:
+    def advantage_estimator(self, reward_fn: Reward | None = None) -> AdvantageEstimator:
         """The configured advantage estimator (step-level ones score turns with `reward_fn`,
         default: the configured reward)."""
         options = EstimatorOptions(

@@ -335,6 +335,18 @@ class Trajectory:
     branch: int = 0
     error: str | None = None
     """Error text when stop_reason is an error."""
+    reward_error: str | None = None
+    """Why no reward could be computed (a judge failed or gave no score): such a trajectory is
+    left out of its group's statistics like an infrastructure error, never scored 0."""
+    reward_detail: str | None = None
+    """What the reward function said about the trajectory (a judge's reply), kept in the
+    record and shown by the viewer."""
+
+    @property
+    def usable(self) -> bool:
+        """Whether the trajectory is evidence about the policy: it has turns, did not end in an
+        infrastructure error and got a reward."""
+        return bool(self.turns) and not self.stop_reason.is_error and self.reward_error is None
 
     @property
     def full_tokens(self) -> tuple[int, ...]:

@@ -108,6 +108,7 @@ SUMMARY_COLUMNS: tuple[Column, ...] = (
     Column("admiss.", "stats/admissible_action_rate", "{:.1%}"),
     Column("invalid", "stats/mean_invalid_actions", "{:.2f}"),
     Column("errors", "stats/errors", "{:d}"),
+    Column("rew.err", "stats/reward_errors", "{:d}"),
 )
 """Default console columns for evaluation summaries."""
 

@@ -56,6 +56,8 @@ def _episode(episode_id: str, r: TrajectoryRecord) -> JsonObject:
         "reward": r.reward,
         "stop_reason": r.stop_reason.value,
         "error": r.error,
+        "reward_error": r.reward_error,
+        "reward_detail": r.reward_detail,
         "invalid": r.invalid_actions,
         "env_steps": r.env_steps,
         "tokens": r.tokens.total,

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from agentrl.algo.rewards import RewardFn, WinMinusInvalid
+from agentrl.algo.rewards import Reward, WinMinusInvalid, apply_reward
 from agentrl.backends.base import Sampler
 from agentrl.chat import ChatRenderer
 from agentrl.core.env import EnvGroupFactory
@@ -78,7 +78,7 @@ async def _run_branch(
             return
 
 
-def _trajectory(branch: Branch, task: TaskInfo, group_id: str, reward_fn: RewardFn) -> Trajectory:
+def _trajectory(branch: Branch, task: TaskInfo, group_id: str) -> Trajectory:
     assert branch.stop is not None
     last = branch.turns[-1] if branch.turns else None
     tokens = TokenCounts(
@@ -87,7 +87,7 @@ def _trajectory(branch: Branch, task: TaskInfo, group_id: str, reward_fn: Reward
         prefill=branch.prefill,
         total=len(last.prompt_tokens) + len(last.completion_tokens) if last else 0,
     )
-    trajectory = Trajectory(
+    return Trajectory(
         turns=tuple(branch.turns),
         stop_reason=branch.stop,
         won=branch.stop is StopReason.WON,
@@ -98,7 +98,19 @@ def _trajectory(branch: Branch, task: TaskInfo, group_id: str, reward_fn: Reward
         branch=branch.index,
         error=branch.error,
     )
-    return replace(trajectory, reward=float(reward_fn(trajectory)))
+
+
+async def _scored(
+    reward_fn: Reward, trajectories: Sequence[Trajectory], group_id: str
+) -> tuple[Trajectory, ...]:
+    """`trajectories` with their rewards; a reward function that raises marks each one with
+    `reward_error` (never a reward of 0 that looks real)."""
+    try:
+        return await apply_reward(reward_fn, trajectories)
+    except Exception as exc:
+        log.warning("the reward of %s failed: %s: %s", group_id, type(exc).__name__, exc)
+        error = f"the reward function failed: {type(exc).__name__}: {exc}"
+        return tuple(replace(t, reward_error=error) for t in trajectories)
 
 
 async def rollout_group(
@@ -109,7 +121,7 @@ async def rollout_group(
     renderer: ChatRenderer,
     protocol: ToolProtocol,
     config: RolloutConfig | None = None,
-    reward_fn: RewardFn | None = None,
+    reward_fn: Reward | None = None,
     group_id: str | None = None,
 ) -> TrajectoryGroup:
     """Play `config.group_size` branches of `task`; errors are recorded, never raised."""
@@ -120,12 +132,13 @@ async def rollout_group(
     setup = TurnSetup(sampler, renderer, protocol, config, group_id)
     env = env_factory(task, size)
 
-    def ended(reason: StopReason, error: str | None) -> TrajectoryGroup:
+    async def ended(reason: StopReason, error: str | None) -> TrajectoryGroup:
         branches = [
             Branch(i, TokenBuffer(), EnvStep(observation=""), [], stop=reason, error=error)
             for i in range(size)
         ]
-        trajectories = tuple(_trajectory(b, task, group_id, reward_fn) for b in branches)
+        played = [_trajectory(b, task, group_id) for b in branches]
+        trajectories = await _scored(reward_fn, played, group_id)
         return TrajectoryGroup(group_id=group_id, task=task, trajectories=trajectories)
 
     try:
@@ -134,18 +147,18 @@ async def rollout_group(
             if len(initial) != size or initial[0].error is not None:
                 raise RuntimeError(initial[0].error if initial else "reset() returned no steps")
         except Exception as exc:
-            return ended(StopReason.ENV_ERROR, f"reset failed: {type(exc).__name__}: {exc}")
+            return await ended(StopReason.ENV_ERROR, f"reset failed: {type(exc).__name__}: {exc}")
         messages = protocol.initial_messages(task, initial[0], config.max_env_steps)
         prompt = renderer.initial_prompt(messages, protocol.tools)
         room = config.max_trajectory_tokens - len(prompt)
         if room < 1:
-            return ended(StopReason.TOKEN_BUDGET, None)
+            return await ended(StopReason.TOKEN_BUDGET, None)
         max_tokens = min(config.max_assistant_tokens, room)
         try:
             params = turn_params(setup, max_tokens, "first")
             firsts = await sample(sampler, prompt, size, params, config, vocab_size(renderer))
         except SamplerFailure as exc:
-            return ended(StopReason.SAMPLER_ERROR, str(exc))
+            return await ended(StopReason.SAMPLER_ERROR, str(exc))
         stepper = Stepper(env)
         branches = [Branch(i, TokenBuffer(prompt), initial[i], list(messages)) for i in range(size)]
         await asyncio.gather(
@@ -159,7 +172,8 @@ async def rollout_group(
             await env.close()
         except Exception as exc:
             log.warning("closing the environment of %s failed: %s", group_id, exc)
-    trajectories = tuple(_trajectory(b, task, group_id, reward_fn) for b in branches)
+    played = [_trajectory(b, task, group_id) for b in branches]
+    trajectories = await _scored(reward_fn, played, group_id)
     return TrajectoryGroup(group_id=group_id, task=task, trajectories=trajectories)
 
 
@@ -171,7 +185,7 @@ async def rollout_batch(
     renderer: ChatRenderer,
     protocol: ToolProtocol,
     config: RolloutConfig | None = None,
-    reward_fn: RewardFn | None = None,
+    reward_fn: Reward | None = None,
     max_concurrent_groups: int = 8,
     on_group: Callable[[TrajectoryGroup], Awaitable[None] | None] | None = None,
     progress: bool = False,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from agentrl.algo.rewards import RewardFn
+from agentrl.algo.rewards import Reward
 from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
 from agentrl.core.env import EnvGroupFactory
@@ -29,7 +29,7 @@ def model_player(
     renderer: ChatRenderer,
     protocol: ToolProtocol,
     rollout: RolloutConfig,
-    reward_fn: RewardFn,
+    reward_fn: Reward,
 ) -> PlayFn:
     """Games played by a model through the rollout engine."""
 

@@ -131,6 +131,12 @@ class TrajectoryRecord(_Record):
     truncated: bool
     reward: float
     error: str | None = None
+    reward_error: str | None = Field(
+        default=None, description="why no reward could be computed (a judge failed)"
+    )
+    reward_detail: str | None = Field(
+        default=None, description="what the reward function said (a judge's reply)"
+    )
     env_steps: int
     invalid_actions: int
     format_errors: int = Field(description="turns whose tool call did not parse")
@@ -192,6 +198,8 @@ class TrajectoryRecord(_Record):
             truncated=trajectory.truncated,
             reward=trajectory.reward,
             error=trajectory.error,
+            reward_error=trajectory.reward_error,
+            reward_detail=trajectory.reward_detail,
             env_steps=trajectory.env_steps,
             invalid_actions=trajectory.invalid_actions,
             format_errors=statuses.count(TurnStatus.INVALID_FORMAT),
@@ -242,6 +250,8 @@ class TrajectoryRecord(_Record):
             ),
             branch=self.branch,
             error=self.error,
+            reward_error=self.reward_error,
+            reward_detail=self.reward_detail,
         )
 
     def to_json(self) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from agentrl.algo.rewards import RewardFn
+from agentrl.algo.rewards import Reward
 from agentrl.backends.base import Sampler
 from agentrl.chat import ChatRenderer
 from agentrl.core.env import EnvGroupFactory
@@ -101,7 +101,7 @@ async def play_tasks(
     renderer: ChatRenderer,
     protocol: ToolProtocol,
     config: RolloutConfig,
-    reward_fn: RewardFn,
+    reward_fn: Reward,
     max_concurrent: int | None = None,
     progress: bool = False,
 ) -> Rollout:

@@ -46,7 +46,7 @@ from pathlib import Path
 from agentrl.algo.advantages import AdvantageEstimator, Advantages, ScoredGroup
 from agentrl.algo.datums import scored_datums
 from agentrl.algo.metrics import UpdateMetrics, update_metrics
-from agentrl.algo.rewards import RewardFn
+from agentrl.algo.rewards import Reward
 from agentrl.backends.base import ForwardBackwardResult, Sampler, TrainingBackend
 from agentrl.chat import ChatRenderer
 from agentrl.config import TrainConfig
@@ -121,7 +121,7 @@ class Trainer:
         renderer: ChatRenderer,
         protocol: ToolProtocol,
         estimator: AdvantageEstimator | None = None,
-        reward_fn: RewardFn | None = None,
+        reward_fn: Reward | None = None,
         sinks: MetricSink | None = None,
         progress: bool = True,
     ) -> None:

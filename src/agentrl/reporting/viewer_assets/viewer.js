@@ -76,8 +76,13 @@
     main.appendChild(el("div", { "class": "facts", id: "episode-facts" }, [
       fact("outcome", ep.won ? "won" : "not won"), fact("stop", ep.stop_reason), fact("reward", num(ep.reward, 3)),
       fact("env steps", ep.env_steps), fact("invalid actions", ep.invalid), fact("type", ep.task_type),
-      fact("split", ep.split), fact("tokens", ep.tokens), ep.error ? fact("error", ep.error) : null
+      fact("split", ep.split), fact("tokens", ep.tokens), ep.error ? fact("error", ep.error) : null,
+      ep.reward_error ? fact("reward error", ep.reward_error) : null
     ]));
+    if (ep.reward_detail) {
+      main.appendChild(el("details", { open: "open", id: "reward-detail" }, [
+        el("summary", { text: "what the reward function said (judge)" }), el("pre", { text: ep.reward_detail })]));
+    }
     main.appendChild(el("details", {}, [el("summary", { text: "initial prompt (system and first user message)" }),
       el("pre", { text: ep.system }), el("pre", { text: ep.first_user })]));
     var table = el("table", { "class": "turns", id: "turns" }, [el("tr", {}, [
