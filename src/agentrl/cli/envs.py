@@ -19,8 +19,9 @@ def run(args: argparse.Namespace) -> int:
         spec = env_spec(name)
         print(f"{spec.name}  {spec.summary}")
         print(f"    splits: {', '.join(spec.splits) or '-'}")
-        if spec.baseline is not None:
-            print(f"    baseline: --policy {spec.baseline.policy} (eval)")
+        if spec.policies:
+            label = "baseline" if len(spec.policies) == 1 else "baselines"
+            print(f"    {label}: --policy {' | '.join(spec.policies)} (eval)")
         if args.verbose:
             print(f"    config fields: {', '.join(spec.config_fields) or '-'}")
         print(f"    from: {source.distribution} ({source.value})")

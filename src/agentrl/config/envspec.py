@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from agentrl.algo.rewards import RewardFn
@@ -91,11 +91,34 @@ class EnvSpec:
     reward: Callable[[CommonConfig], RewardFn | None] | None = None
     """The env's default reward for a config (None: the configured `--reward`)."""
     baseline: Baseline | None = None
-    """A scripted baseline player for evaluation, if the env has one."""
+    """The env's first scripted baseline (kept for specs with one; `baselines` lists all)."""
     config_fields: tuple[str, ...] = ()
     """The config fields the env reads (listed by `agentrl envs`)."""
     generate: Callable[[argparse.Namespace], int] | None = None
     """`agentrl generate --env NAME`: writes task files from the parsed flags; exit status."""
+    baselines: tuple[Baseline, ...] = field(default=())
+    """Every scripted baseline player for evaluation; a given `baseline` is always among them
+    (first), and `baseline` is set to the first of them. Policy names must be distinct."""
+
+    def __post_init__(self) -> None:
+        merged = self.baselines
+        if self.baseline is not None and self.baseline not in merged:
+            merged = (self.baseline, *merged)
+        policies = [b.policy for b in merged]
+        duplicates = sorted({p for p in policies if policies.count(p) > 1})
+        if duplicates:
+            raise ValueError(f"env {self.name!r}: two baselines named {', '.join(duplicates)}")
+        object.__setattr__(self, "baselines", merged)
+        object.__setattr__(self, "baseline", merged[0] if merged else None)
+
+    @property
+    def policies(self) -> tuple[str, ...]:
+        """The `--policy` values of its baselines."""
+        return tuple(b.policy for b in self.baselines)
+
+    def baseline_for(self, policy: str) -> Baseline | None:
+        """The baseline `--policy policy` names, or None."""
+        return next((b for b in self.baselines if b.policy == policy), None)
 
     def reward_for(self, config: CommonConfig) -> RewardFn | None:
         """The env's reward for `config`, or None where the configured reward applies."""

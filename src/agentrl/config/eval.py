@@ -19,8 +19,8 @@ class EvalConfig(CommonConfig):
     output: Path = Field(description="eval JSONL file to write (episodes and summaries)")
     policy: EvalPolicy = Field(
         EvalPolicy.MODEL,
-        description="who plays: the model, the planner baseline (alfworld) or the solver "
-        "baseline (pycode)",
+        description="who plays: the model or a baseline of the env: planner (alfworld), "
+        "solver (pycode, search), nosearch (search); `agentrl envs` lists each env's",
     )
     model_path: str | None = Field(
         None, description="sampler checkpoint to evaluate (default: the base model)"
@@ -64,9 +64,10 @@ class EvalConfig(CommonConfig):
                 "overwrite_output and resume contradict each other: resume keeps the episodes "
                 "already written, overwrite_output deletes them; pass only one"
             )
-        if self.policy is EvalPolicy.PLANNER and self.model_path is not None:
+        if self.policy is not EvalPolicy.MODEL and self.model_path is not None:
             raise ValueError(
-                "model_path is set but policy is 'planner': the planner baseline uses no model; "
-                "drop model_path or use policy 'model'"
+                f"model_path is set but policy is {self.policy.value!r}: the "
+                f"{self.policy.value} baseline uses no model; drop model_path or use policy "
+                "'model'"
             )
         return self

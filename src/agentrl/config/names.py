@@ -13,6 +13,7 @@ __all__ = [
     "EstimatorName",
     "EvalPolicy",
     "EvalSplit",
+    "Preset",
     "RewardName",
     "SamplerName",
     "SandboxMode",
@@ -28,6 +29,17 @@ class BackendName(StrEnum):
     PYTRIO = "pytrio"
     LOCAL = "local"
     TINKER = "tinker"
+
+
+class Preset(StrEnum):
+    """Defaults sized to the model (flags given explicitly always win)."""
+
+    AUTO = "auto"
+    """cpu-small for `--base-model tiny` or `--backend local --device cpu`, else recipe."""
+    RECIPE = "recipe"
+    """The published 4B recipe's budgets (8 games x 8, 50 steps, 2,048 tokens per reply)."""
+    CPU_SMALL = "cpu-small"
+    """A run a CPU finishes in seconds per update (2 games x 4, 8 steps, 64 tokens per reply)."""
 
 
 class EstimatorName(StrEnum):
@@ -126,6 +138,7 @@ class EvalPolicy(StrEnum):
     MODEL = "model"
     PLANNER = "planner"
     SOLVER = "solver"
+    NOSEARCH = "nosearch"
 
 
 class SandboxMode(StrEnum):

@@ -139,6 +139,7 @@ BUILTIN_ENVS: Mapping[str, str] = MappingProxyType(
     {
         "alfworld": "agentrl.envs.alfworld.spec:SPEC",
         "pycode": "agentrl.envs.pycode.spec:SPEC",
+        "search": "agentrl.envs.search.spec:SPEC",
         "toy": "agentrl.envs.toy.spec:SPEC",
     }
 )

@@ -36,13 +36,12 @@ def log_summaries(sinks: MetricSink, summaries: tuple[SplitSummary, ...]) -> Non
 
 
 def default_label(config: EvalConfig) -> str:
-    """`planner`, `base`, or the checkpoint's name (`update-0040`)."""
+    """A baseline's policy (`planner`, `solver`), `base`, or the checkpoint's name
+    (`update-0040`)."""
     if config.experiment_name:
         return config.experiment_name
-    if config.policy is EvalPolicy.PLANNER:
-        return "planner"
-    if config.policy is EvalPolicy.SOLVER:
-        return "solver"
+    if config.policy is not EvalPolicy.MODEL:
+        return config.policy.value  # a baseline: planner, solver, nosearch
     if config.model_path is None:
         return "base"
     parts = [p for p in config.model_path.removesuffix(".json").split("/") if p]

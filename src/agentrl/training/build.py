@@ -143,10 +143,7 @@ def train_sinks(config: TrainConfig, *, console: bool = True) -> MetricSink:
 def check_credentials(config: CommonConfig) -> None:
     """Fail fast, before any heavy work, when a remote backend, SwanLab or W&B has no
     credentials."""
-    planner = isinstance(config, EvalConfig) and config.policy in (
-        EvalPolicy.PLANNER,
-        EvalPolicy.SOLVER,
-    )
+    planner = isinstance(config, EvalConfig) and config.policy is not EvalPolicy.MODEL
     if config.backend in (BackendName.PYTRIO, BackendName.TINKER) and not planner:
         from agentrl.backends.pytrio.sdk import sdk_for
 
