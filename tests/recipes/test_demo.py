@@ -31,6 +31,8 @@ def _check(report: Any, updates: int) -> None:
     assert report.viewer.suffix == ".html" and labels[-1] in html
     text = report.describe()
     assert str(report.viewer) in text and str(report.plots[0].parent) in text
+    for outcome in report.evals:  # the label and the path stay apart, however long the label
+        assert f"{outcome.label} {outcome.path}" in " ".join(text.split())
 
 
 def test_quick_demo_on_generated_games(tmp_path: Path, alfworld_games: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import shutil
 import signal
@@ -102,6 +103,32 @@ def test_sigterm_in_the_background_saves_and_resumes_each_update_once(tmp_path: 
         tmp_path, signal.SIGTERM, 0.3, background=True, save_every=1000, updates=4
     )
     assert "SIGTERM received" in err
+
+
+def test_sigterm_during_a_long_local_rollout_stops_the_generation(tmp_path: Path) -> None:
+    """SIGTERM one second into update 2's rollout (one batch of 1,500-token replies on the local
+    backend): the generation thread stops before its next decoding step, so the command exits
+    with 143 well before that rollout could have finished (and within 10 s), with update 1's
+    checkpoint; the resumed run records each update once."""
+    run_dir = tmp_path / "run"
+    long_replies = ["--max-assistant-tokens", "1500", "--max-trajectory-tokens", "2500"]
+    flags = [*TRAIN, *long_replies, "--max-episode-steps", "1", "--save-every", "1"]
+    flags += ["--run-dir", str(run_dir)]
+    process = start(tmp_path, *flags, "--max-steps", "3")
+    wait_for_lines(process, run_dir / "metrics.jsonl", 1, limit=240)
+    first = json.loads((run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    rollout = float(first["timings"]["rollout"])  # one batch: what an unstopped one costs
+    time.sleep(1.0)
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=240)
+    latency = time.monotonic() - sent
+    assert process.returncode == 143, err[-3000:]
+    assert "checkpoint update-0001 is saved" in err, err[-3000:]
+    assert latency < min(10.0, rollout - 1.5), (latency, rollout)
+    resumed = agentrl(tmp_path, *flags, "--max-steps", "2", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    check_finished_run(run_dir, 2)
 
 
 def test_sigkill_then_resume_drops_the_updates_after_the_checkpoint(tmp_path: Path) -> None:

@@ -69,10 +69,12 @@ class RenderRecord:
         }
 
 
-def first_difference(a: str, b: str) -> str:
-    """Where `b` stops being `a`, quoted around the first differing character."""
+def first_difference(a: str, b: str, context: int = 30) -> str:
+    """Where `b` stops being `a`, quoted with `context` characters around the first differing
+    character on both sides."""
     i = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    return f"at character {i}: {a[max(0, i - 30) : i + 30]!r} became {b[max(0, i - 30) : i + 30]!r}"
+    lo, hi = max(0, i - context), i + context
+    return f"at character {i}: {a[lo:hi]!r} became {b[lo:hi]!r}"
 
 
 def drop_think_blocks(text: str, dialect: ToolCallDialect) -> str:

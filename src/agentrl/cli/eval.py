@@ -8,7 +8,7 @@ import asyncio
 import sys
 
 from agentrl.cli.args import Subparsers, add_config_arguments, config_from_args
-from agentrl.config import EvalConfig
+from agentrl.config import EvalConfig, EvalPolicy
 from agentrl.training.interrupts import run_until_signal
 
 __all__ = ["add_parser", "run"]
@@ -28,6 +28,10 @@ async def _eval(config: EvalConfig) -> int:
         config=config.model_dump(mode="json"),
     )
     sinks = MultiSink(trackers) if trackers else None
+    if config.policy is EvalPolicy.MODEL:
+        from agentrl.config.presets import preset_line
+
+        print(preset_line(config))
     try:
         outcome = await evaluate(config, sinks=sinks)
     except (asyncio.CancelledError, KeyboardInterrupt):

@@ -16,11 +16,13 @@ __all__ = ["add_parser", "run"]
 
 
 async def _train(config: TrainConfig) -> int:
+    from agentrl.config.presets import preset_line
     from agentrl.store.lock import check_not_in_use
     from agentrl.training import recipe
     from agentrl.training.checkpoints import check_run_dir
     from agentrl.training.trainer import Trainer
 
+    print(preset_line(config))
     check_not_in_use(config.run_dir, what="run folder", folder=True)
     check_run_dir(config)
     recipe.check_credentials(config)

@@ -3,9 +3,10 @@ environment, budgets, sampling, reward, trackers)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -14,6 +15,7 @@ from agentrl.backends.base import SamplingParams
 from agentrl.config.names import (
     BackendName,
     EnvEngine,
+    Preset,
     RewardName,
     SamplerName,
     SandboxMode,
@@ -21,6 +23,7 @@ from agentrl.config.names import (
     WandbMode,
 )
 from agentrl.config.plugins import RewardOptions, make_reward
+from agentrl.config.presets import CPU_SMALL_COMMON, apply_preset
 from agentrl.core.types import CutReply, StepCounting
 
 __all__ = ["CommonConfig", "must_not_be"]
@@ -40,6 +43,12 @@ class CommonConfig(BaseModel):
         extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False
     )
 
+    preset: Preset = Field(
+        Preset.AUTO,
+        description="defaults sized to the model: recipe (the published 4B recipe), cpu-small "
+        "(2 games x 4, 8 steps, 64 tokens/reply, local backend), auto (cpu-small for "
+        "--base-model tiny or --backend local --device cpu); given flags always win",
+    )
     base_model: str = Field(
         "Qwen/Qwen3.5-4B",
         description="base model name or local path ('tiny' = the local backend's test model)",
@@ -141,6 +150,18 @@ class CommonConfig(BaseModel):
     vllm_gpu_memory_utilization: float = Field(
         0.5, gt=0.0, le=1.0, description="vllm sampler: fraction of GPU memory vLLM may take"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return apply_preset(data, cls.preset_defaults(), cls.model_fields)
+
+    @classmethod
+    def preset_defaults(cls) -> Mapping[str, object]:
+        """The cpu-small defaults of this config's fields (`agentrl.config.presets`)."""
+        return CPU_SMALL_COMMON
 
     @field_validator("chat_template")
     @classmethod

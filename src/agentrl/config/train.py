@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Self
 
@@ -20,6 +21,7 @@ from agentrl.backends.base import (
 from agentrl.config.common import CommonConfig, must_not_be
 from agentrl.config.names import BackendName, BehaviourLogprobs, EstimatorName, StalePolicy
 from agentrl.config.plugins import EstimatorOptions, make_estimator
+from agentrl.config.presets import CPU_SMALL_COMMON, CPU_SMALL_TRAIN
 
 __all__ = ["DEFAULT_DUAL_CLIP", "TrainConfig"]
 
@@ -132,6 +134,11 @@ class TrainConfig(CommonConfig):
         False,
         description="on resume, set a damaged latest checkpoint aside and use the previous one",
     )
+
+    @classmethod
+    def preset_defaults(cls) -> Mapping[str, object]:
+        """The cpu-small defaults of the shared and the training fields."""
+        return {**CPU_SMALL_COMMON, **CPU_SMALL_TRAIN}
 
     @field_validator("run_dir")
     @classmethod

@@ -6,9 +6,9 @@ loses only the games still running), and at the end writes one `type=summary` re
 and `overall` (see docs/evaluation.md). An existing file is never overwritten unless asked;
 `resume=True` skips the episodes already in it and finishes the rest. Who plays is a `PlayFn`
 (one game in, one `TrajectoryGroup` out): `model_player` (the rollout engine and a `Sampler`)
-or an env's baseline player (its `EnvSpec.baseline`: the ALFWorld planner, the pycode solver),
-played through the same engine, so its episodes, statuses and metrics are recorded exactly like
-a model's.
+or an env's baseline player (one of its `EnvSpec.baselines`: the ALFWorld planner, the pycode
+and search solvers, search's no-search policy), played through the same engine, so its
+episodes, statuses and metrics are recorded exactly like a model's.
 
 `evaluate(config)` assembles everything from an `EvalConfig` (what `agentrl eval` runs). The
 summaries and the run's label: `agentrl.evaluation.summary`.
@@ -30,6 +30,7 @@ from agentrl.config import EvalConfig, EvalPolicy
 from agentrl.config.envspec import Baseline
 from agentrl.config.plugins import env_spec, env_specs
 from agentrl.core.env import close_env_factory
+from agentrl.core.progress import progress_bar
 from agentrl.core.types import (
     JsonObject,
     StopReason,
@@ -193,9 +194,7 @@ async def _evaluate_locked(
     gate = asyncio.Semaphore(games_per_batch)
     bar = None
     if progress:
-        from tqdm.auto import tqdm  # type: ignore[import-untyped]
-
-        bar = tqdm(total=len(todo), desc=f"eval {label}", unit="game")
+        bar = progress_bar(total=len(todo), desc=f"eval {label}", unit="game")
     wins = played = 0
     with JsonlWriter(output, mode) as writer:
         if mode is not WriteMode.APPEND:
@@ -236,14 +235,21 @@ def _baseline(config: EvalConfig) -> Baseline | None:
     if config.policy is EvalPolicy.MODEL:
         return None
     policy = config.policy.value
-    baseline = env_spec(config.env).baseline
-    if baseline is not None and baseline.policy == policy:
+    spec = env_spec(config.env)
+    baseline = spec.baseline_for(policy)
+    if baseline is not None:
         return baseline
-    owners = [s for s in env_specs() if s.baseline is not None and s.baseline.policy == policy]
-    if not owners or owners[0].baseline is None:
-        raise ValueError(f"--policy {policy}: no installed env has a {policy} baseline")
-    plays, names = owners[0].baseline.plays, " or ".join(f"--env {s.name}" for s in owners)
-    raise ValueError(f"--policy {policy} plays {plays} only; use {names}")
+    offered = ", ".join(("model", *spec.policies))
+    owners = [(s, b) for s in env_specs() if (b := s.baseline_for(policy)) is not None]
+    if not owners:
+        raise ValueError(
+            f"--policy {policy}: no installed env has a {policy} baseline; --env {spec.name} "
+            f"offers --policy {offered}"
+        )
+    where = ", or ".join(f"{b.plays} only with --env {s.name}" for s, b in owners)
+    raise ValueError(
+        f"--policy {policy} plays {where}; --env {spec.name} offers --policy {offered}"
+    )
 
 
 async def evaluate(
@@ -255,10 +261,10 @@ async def evaluate(
     check_not_in_use(config.output, what="eval output")  # refuse before loading any model
     if config.output.exists() and not (config.overwrite_output or config.resume):
         _open(config.output, False, False, {})
-    recipe.check_credentials(config)
+    baseline = _baseline(config)
+    recipe.check_credentials(config)  # a baseline samples from no model: no credentials
     tasks = recipe.tasks_for(config, config.split.splits, config.limit_per_split, progress=progress)
     protocol = recipe.tool_protocol_for(config)
-    baseline = _baseline(config)
     planner = baseline is not None
     tokenizer: Any
     if planner and config.tokenizer_path is None:

@@ -124,7 +124,7 @@ class DemoReport:
         lines.append(f"  games        {self.games}")
         lines.append(f"  training     {self.run_dir} (metrics.jsonl, rollouts.jsonl, checkpoints/)")
         for outcome in self.evals:
-            lines.append(f"  eval {outcome.label:<8}{outcome.path}")
+            lines.append(f"  eval {outcome.label:<8} {outcome.path}")
         lines.append(f"  plots        {self.plots[0].parent}")
         lines.append(f"  viewer       {self.viewer}")
         for outcome in self.evals:

@@ -27,6 +27,8 @@ from agentrl.algo.rewards import Reward, WinMinusInvalid, apply_reward
 from agentrl.backends.base import Sampler
 from agentrl.chat import ChatRenderer
 from agentrl.core.env import EnvGroupFactory
+from agentrl.core.errors import describe_exception
+from agentrl.core.progress import progress_bar
 from agentrl.core.tokens import TokenBuffer
 from agentrl.core.types import (
     Completion,
@@ -147,7 +149,7 @@ async def rollout_group(
             if len(initial) != size or initial[0].error is not None:
                 raise RuntimeError(initial[0].error if initial else "reset() returned no steps")
         except Exception as exc:
-            return await ended(StopReason.ENV_ERROR, f"reset failed: {type(exc).__name__}: {exc}")
+            return await ended(StopReason.ENV_ERROR, f"reset failed: {describe_exception(exc)}")
         messages = protocol.initial_messages(task, initial[0], config.max_env_steps)
         prompt = renderer.initial_prompt(messages, protocol.tools)
         room = config.max_trajectory_tokens - len(prompt)
@@ -200,9 +202,7 @@ async def rollout_batch(
     limit = asyncio.Semaphore(max_concurrent_groups)
     bar = None
     if progress:
-        from tqdm.auto import tqdm  # type: ignore[import-untyped]
-
-        bar = tqdm(total=len(tasks), desc="rollout", unit="game")
+        bar = progress_bar(total=len(tasks), desc="rollout", unit="game")
 
     async def one(index: int, task: TaskInfo) -> TrajectoryGroup:
         async with limit:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from agentrl.backends.base import Sampler, SamplingParams
 from agentrl.chat import ChatRenderer, ChatTemplateError
 from agentrl.core.env import EnvGroup
+from agentrl.core.errors import describe_exception
 from agentrl.core.seeds import derive_seed
 from agentrl.core.tokens import TokenBuffer
 from agentrl.core.types import (
@@ -220,7 +221,7 @@ async def play_turn(
         try:
             step = await stepper.step(branch.index, action)
         except Exception as exc:
-            step = EnvStep(observation="", error=f"{type(exc).__name__}: {exc}")
+            step = EnvStep(observation="", error=describe_exception(exc))
         branch.env_steps += 1
     if step is not None or config.step_counting is StepCounting.TURNS:
         branch.steps_used += 1

@@ -6,6 +6,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agentrl.chat.history import first_difference
 from agentrl.core.env import EnvGroup
 from agentrl.core.types import EnvAction, EnvStep
 
@@ -37,6 +38,21 @@ def _visible(step: EnvStep) -> tuple[object, ...]:
         step.state_key,
         step.error,
     )
+
+
+_FIELDS = ("observation", "score", "done", "won", "admissible_actions", "state_key", "error")
+
+
+def _difference(step: EnvStep, reference: EnvStep) -> str:
+    """Which field of `step` differs from `reference`, and for text where: the first differing
+    character with 40 characters of context on both sides."""
+    for name, mine, theirs in zip(_FIELDS, _visible(step), _visible(reference), strict=True):
+        if mine == theirs:
+            continue
+        if isinstance(mine, str) and isinstance(theirs, str):
+            return f"{name} {first_difference(theirs, mine, context=40)}"
+        return f"{name}: {mine!r} vs {theirs!r}"
+    return "no field differs"
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -89,8 +105,7 @@ async def check_env_group(
         for i, step in enumerate(initial[1:], start=1):
             _expect(
                 _visible(step) == first,
-                f"reset(): branch {i} differs from branch 0 "
-                f"({step.observation[:80]!r} vs {initial[0].observation[:80]!r})",
+                f"reset(): branch {i} differs from branch 0: {_difference(step, initial[0])}",
             )
         _expect(not initial[0].finished, "reset(): the initial step is already finished")
         if choose_action is None:

@@ -14,6 +14,7 @@ from agentrl.algo.rewards import Reward
 from agentrl.backends.base import Sampler
 from agentrl.chat import ChatRenderer
 from agentrl.core.env import EnvGroupFactory
+from agentrl.core.progress import progress_bar
 from agentrl.core.seeds import derive_seed
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.rollout import RolloutConfig, rollout_batch
@@ -115,9 +116,7 @@ async def play_tasks(
         config = replace(config, sampling=replace(config.sampling, seed=keyed))
     bar = None
     if progress:
-        from tqdm.auto import tqdm  # type: ignore[import-untyped]
-
-        bar = tqdm(total=len(tasks), desc=f"{label} rollout", unit="game", leave=False)
+        bar = progress_bar(total=len(tasks), desc=f"{label} rollout", unit="game", leave=False)
     started = time.perf_counter()
     seconds: list[float] = []
 

@@ -51,6 +51,7 @@ from agentrl.backends.base import ForwardBackwardResult, Sampler, TrainingBacken
 from agentrl.chat import ChatRenderer
 from agentrl.config import TrainConfig
 from agentrl.core.env import EnvGroupFactory
+from agentrl.core.progress import progress_bar
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.reporting.sinks import MetricSink
 from agentrl.store.lock import OutputLock
@@ -343,9 +344,9 @@ class Trainer:
         done: list[UpdateMetrics] = []
         bar = None
         if self.progress:
-            from tqdm.auto import tqdm  # type: ignore[import-untyped]
-
-            bar = tqdm(total=config.max_steps, initial=first - 1, desc="training", unit="update")
+            bar = progress_bar(
+                total=config.max_steps, initial=first - 1, desc="training", unit="update"
+            )
         try:
             for number in range(first, config.max_steps + 1):
                 metrics = await self.update(number)

@@ -1,9 +1,10 @@
 """The sandbox suites again, as an unprivileged user (uid 64000), the way a laptop runs them.
 
 As root, the test builds a private mount namespace in which the interpreter (under `/root`,
-which only root may enter) is visible to others, gives the user a home with `~/.ssh` and runs
-`test_sandbox.py` and `test_sandbox_attacks.py` in a pytest of that user: bubblewrap then runs
-unprivileged, with the user's own uid outside the sandbox. Run as a normal user, those two
+which only root may enter) and the checkout (wherever it was cloned) are visible to others,
+gives the user a home with `~/.ssh` and runs `test_sandbox.py` and `test_sandbox_attacks.py` in
+a pytest of that user: bubblewrap then runs unprivileged, with the user's own uid outside the
+sandbox. Run as a normal user, those two
 modules already are this suite, so the test skips.
 """
 
@@ -48,17 +49,18 @@ def test_the_sandbox_suites_pass_as_an_unprivileged_user() -> None:
     for path in (home, home / ".ssh", home / ".ssh" / "authorized_keys"):
         os.chown(path, USER, USER)
     home.chmod(0o755)
-    prefix = sys.base_prefix
     script = ["set -e"]
-    hidden = _hidden_ancestor(prefix)
-    if hidden is not None:  # make the interpreter reachable, in this namespace only
-        stage = tempfile.mkdtemp(prefix="agentrl-stage-")
-        script += [
-            f"mount --bind {prefix} {stage}",
-            f"mount -t tmpfs -o mode=755 tmpfs {hidden}",
-            f"mkdir -p {prefix}",
-            f"mount --bind {stage} {prefix}",
-        ]
+    # make the interpreter and this checkout reachable (in this namespace only) where a folder
+    # above them is closed to others (/root, a private mktemp folder): each is bound aside, the
+    # closed folder covered by an open tmpfs, and the path bound back
+    exposed = [(p, h) for p in (sys.base_prefix, str(REPO)) if (h := _hidden_ancestor(p))]
+    stages = [(path, tempfile.mkdtemp(prefix="agentrl-stage-")) for path, _ in exposed]
+    script += [f"mount --bind {path} {stage}" for path, stage in stages]
+    hidden = sorted({h for _, h in exposed}, key=len)
+    outer = [h for h in hidden if not any(h.startswith(o + os.sep) for o in hidden if o != h)]
+    script += [f"mount -t tmpfs -o mode=755 tmpfs {h}" for h in outer]
+    for path, stage in stages:
+        script += [f"mkdir -p {path}", f"mount --bind {stage} {path}"]
     tests = ["tests/envs/pycode/test_sandbox.py", "tests/envs/pycode/test_sandbox_attacks.py"]
     pytest_cmd = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",

@@ -12,7 +12,7 @@ quantity training recomputes, so on-policy PPO ratios start at exactly 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -150,10 +150,20 @@ def _pad_keep(keep: list[int], active: list[int], rows: list[_Row]) -> list[int]
     return sorted([*keep, *extra])
 
 
+class GenerationCancelled(RuntimeError):
+    """A batch's generation was stopped before it finished (its callers were cancelled)."""
+
+
 def generate(
-    engine: ModelEngine, cache: PrefixKVCache, requests: Sequence[GenRequest]
+    engine: ModelEngine,
+    cache: PrefixKVCache,
+    requests: Sequence[GenRequest],
+    cancelled: Callable[[], bool] | None = None,
 ) -> list[GenResult]:
-    """Serve `requests` in one batch (call with `engine.lock` held and grad disabled)."""
+    """Serve `requests` in one batch (call with `engine.lock` held and grad disabled).
+
+    `cancelled` is asked before every decoding step; when it answers True the batch stops
+    with `GenerationCancelled` (within one step: a signal does not wait for the batch)."""
     device = engine.device
     gens = [torch.Generator(device=device).manual_seed(r.seed) for r in requests]
     rows: list[_Row] = []
@@ -164,6 +174,8 @@ def generate(
     lengths = [len(r.prompt) for r in requests]
     width = max(lengths)
     for index, request in enumerate(requests):
+        if cancelled is not None and cancelled():
+            raise GenerationCancelled("the batch's callers were cancelled")
         if request.forced is not None and (
             len(request.forced) != request.num_samples or not all(request.forced)
         ):
@@ -192,6 +204,8 @@ def generate(
     active = list(range(len(rows)))  # row ids, in batch order
     length = width  # cached positions per batch row, padding included
     while True:
+        if cancelled is not None and cancelled():
+            raise GenerationCancelled("the batch's callers were cancelled")
         # idle rows are fed token 0: their outputs are discarded and rows do not mix
         next_tokens = torch.zeros(len(active), dtype=torch.long, device=device)
         for index, request in enumerate(requests):

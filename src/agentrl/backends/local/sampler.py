@@ -5,12 +5,18 @@ together: a worker takes what has arrived, runs one batched generation in a thre
 event loop keeps running environments), and resolves the callers. Each trajectory's KV
 cache is kept between turns in a `PrefixKVCache`; when the weights change (an optimizer
 step, a load) the cache is dropped.
+
+Cancellation reaches the thread: when the batch's worker is cancelled (SIGINT / SIGTERM cancel
+the command's task, and `asyncio.run` cancels what is left) or every caller of the batch has
+gone, the generation stops before its next decoding step, so a stop never waits for a batch
+of thousands of tokens to finish.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -18,7 +24,12 @@ import torch
 
 from agentrl.backends.base import SamplingParams
 from agentrl.backends.local.engine import ModelEngine
-from agentrl.backends.local.generation import GenRequest, GenResult, generate
+from agentrl.backends.local.generation import (
+    GenerationCancelled,
+    GenRequest,
+    GenResult,
+    generate,
+)
 from agentrl.backends.local.kvcache import PrefixKVCache
 from agentrl.core.types import Completion
 
@@ -166,8 +177,25 @@ class LocalSampler:
                 tokens += cost
             if not batch:
                 continue
+            stop = threading.Event()
+
+            def gone(
+                _: asyncio.Future[GenResult],
+                batch: list[_Pending] = batch,
+                stop: threading.Event = stop,
+            ) -> None:
+                if all(p.future.done() for p in batch):
+                    stop.set()  # nobody waits for this batch any more
+
+            for item in batch:
+                item.future.add_done_callback(gone)
             try:
-                results = await asyncio.to_thread(self._run, [p.request for p in batch])
+                results = await asyncio.to_thread(self._run, [p.request for p in batch], stop)
+            except asyncio.CancelledError:
+                stop.set()  # the thread stops before its next decoding step
+                raise
+            except GenerationCancelled:
+                continue
             except Exception as exc:  # delivered to every caller of this batch
                 for item in batch:
                     if not item.future.done():
@@ -177,12 +205,12 @@ class LocalSampler:
                 if not item.future.done():
                     item.future.set_result(result)
 
-    def _run(self, requests: list[GenRequest]) -> list[GenResult]:
+    def _run(self, requests: list[GenRequest], stop: threading.Event) -> list[GenResult]:
         with self.engine.lock, torch.no_grad():
             if self._cache_version != self.engine.version:
                 self.cache.clear()
                 self._cache_version = self.engine.version
-            results = generate(self.engine, self.cache, requests)
+            results = generate(self.engine, self.cache, requests, stop.is_set)
         stats = self._stats
         stats.requests += len(requests)
         stats.batches += 1
