@@ -21,11 +21,12 @@ from agentrl.config import EvalConfig, TrainConfig
 from agentrl.config.names import Preset
 from agentrl.core.errors import describe_exception
 from agentrl.core.progress import progress_bar
-from agentrl.core.types import EnvAction, EnvStep, TaskInfo
+from agentrl.core.types import EnvAction, EnvStep, TaskInfo, ToolCall
 from agentrl.envs.toy import ToyEnvGroup, make_toy_group, toy_tasks, toy_tool_protocol
 from agentrl.rollout import RolloutConfig, rollout_group
 from agentrl.testing import ScriptedSampler, check_env_group
 from agentrl.testing.env_check import EnvCheckError
+from agentrl.tools import FunctionEnv, ToolInfraError, function_env_factory, tool
 from tests.helpers.fault_helpers import agentrl, one_error_line
 
 PROTOCOL = toy_tool_protocol()
@@ -168,3 +169,45 @@ def test_progress_bars_never_warn_and_stay_out_of_logs(monkeypatch: pytest.Monke
         bar = progress_bar(total=3, desc="x", unit="game")
         assert not bar.disable and type(bar).__module__ == "tqdm.std"
         bar.close()
+
+
+class _Ledger(FunctionEnv):
+    """A tool whose database goes away (infrastructure) and one that rejects bad input."""
+
+    def observation(self) -> str:
+        return "Look up the balance of account 7, then submit it."
+
+    @tool
+    async def balance(self, account: int) -> str:
+        """The balance of an account.
+
+        Args:
+            account: The account number.
+        """
+        if account == 7:
+            raise ToolInfraError("database connection lost")
+        raise ValueError(f"no account {account}")
+
+
+async def test_an_infrastructure_error_of_a_tool_is_an_env_error(qwen_tokenizer: object) -> None:
+    from agentrl.algo.advantages import score_groups
+    from agentrl.chat import ChatRenderer
+    from agentrl.config.plugins import make_estimator
+
+    protocol = _Ledger.protocol("Use the tools.")
+    calls = [protocol.call_text(ToolCall("balance", {"account": str(n)})) for n in (7, 8)]
+    group = await rollout_group(
+        TaskInfo("ledger"),
+        env_factory=function_env_factory(lambda task: _Ledger()),
+        sampler=ScriptedSampler(qwen_tokenizer, [[calls[0]], [calls[1], calls[1]]]),  # type: ignore[arg-type]
+        renderer=ChatRenderer(qwen_tokenizer, protocol.tools),  # type: ignore[arg-type]
+        protocol=protocol,
+        config=RolloutConfig(group_size=2, max_env_steps=2, retry_backoff=0.0),
+    )
+    infra, policy = group.trajectories
+    assert infra.stop_reason.value == "env_error"
+    assert (infra.error or "").startswith("ToolInfraError: database connection lost (at ")
+    assert "in balance" in (infra.error or "")
+    assert policy.stop_reason.value != "env_error" and policy.invalid_actions == 2  # its fault
+    (scored,) = score_groups(make_estimator("group_mean"), [group])
+    assert set(scored.advantages.per_turn[0]) == {0.0}  # left out of the group's statistics

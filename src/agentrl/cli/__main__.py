@@ -1,5 +1,5 @@
 """`python -m agentrl.cli ...`: the `agentrl` command."""
 
-from agentrl.cli.app import main
+from agentrl.cli.app import console_main
 
-raise SystemExit(main())
+console_main()

@@ -13,11 +13,13 @@ registers its parser and sets `handler`, and listing it in `_SUBCOMMANDS`."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from agentrl._optional import MissingExtraError
 from agentrl.cli.args import ConfigArgumentError, Subparsers, UsageError
@@ -25,6 +27,7 @@ from agentrl.cli.demo import add_parser as add_demo
 from agentrl.cli.envs import add_parser as add_envs
 from agentrl.cli.eval import add_parser as add_eval
 from agentrl.cli.generate import add_parser as add_generate
+from agentrl.cli.learn import add_parser as add_learn
 from agentrl.cli.plot import add_parser as add_plot
 from agentrl.cli.train import add_parser as add_train
 from agentrl.cli.view import add_parser as add_view
@@ -66,6 +69,7 @@ _SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     add_view,
     add_demo,
     add_envs,
+    add_learn,
 )
 
 
@@ -94,6 +98,20 @@ def _warning_line(
 ) -> None:
     """Print a warning as one `agentrl: warning:` line (no source line)."""
     print(f"agentrl: warning: {message}", file=file or sys.stderr)
+
+
+def console_main() -> NoReturn:
+    """The `agentrl` console command: `main()`, then exit with its status. After a stop by
+    SIGINT / SIGTERM (status 130 / 143) everything is already saved and closed, so the process
+    leaves at once, without the interpreter's shutdown: a slow teardown cannot hold the exit,
+    and a further signal during it cannot turn the status into a death by signal."""
+    status = main()
+    if status in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -65,7 +65,7 @@ def preset_line(config: Any) -> str:
     """What the preset chose, for the start of a command."""
     preset = Preset(config.preset)
     parts = []
-    if hasattr(config, "games_per_batch"):
+    if hasattr(config, "group_size"):  # training: games per update x branches
         parts.append(f"{config.games_per_batch} games x {config.group_size}")
     parts += [
         f"{config.max_episode_steps} steps",

@@ -1,19 +1,23 @@
-"""The fetch learning recipe's setup: seeds, the `LearningSetup` knobs and presets, and its
-rollouts (budgets, env, commands). Shared by the recipe (`agentrl.recipes.learning`) and its
-tokenizer (`agentrl.recipes.tokenizer`), which trains on the same conversations."""
+"""The fetch learning recipe's setup: seeds, the `LearningSetup` knobs and presets, and the
+fetch env as the recipe sees it (`fetch_learning_env`: games per role, budgets, commands).
+Shared by the recipe (`agentrl.recipes.learning`) and its tokenizer (`agentrl.recipes.tokenizer`),
+which trains on the same conversations."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl.backends.base import LossName, LossNormalisation, Sampler, SamplingParams
-from agentrl.chat import ChatRenderer
+from agentrl.backends.base import LossName, LossNormalisation, Sampler
 from agentrl.core.env import EnvGroupFactory
 from agentrl.core.types import TaskInfo, TrajectoryGroup
-from agentrl.envs.toy.fetch import FetchCommands, fetch_group_factory
-from agentrl.rollout import RolloutConfig, rollout_batch
+from agentrl.envs.toy.fetch import (
+    FetchCommands,
+    fetch_group_factory,
+    fetch_tasks,
+    random_valid_success,
+)
+from agentrl.recipes.learning_env import EnvWrapper, LearningEnv, play
 
 __all__ = [
     "BENCHMARK",
@@ -25,13 +29,19 @@ __all__ = [
     "SMOKE",
     "TEST",
     "TRAIN_SEED",
+    "EnvWrapper",
     "LearningSetup",
+    "fetch_env_factory",
+    "fetch_learning_env",
     "fetch_rollouts",
 ]
 
 TRAIN_SEED = 0
 HELD_OUT_SEED = 100_000
 DEMO_SEED = 200_000
+CORPUS_SEED = DEMO_SEED + 50_000
+"""First seed of the games whose random play trains the tokenizer."""
+CORPUS_GAMES = 96
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,8 @@ class LearningSetup:
     lora_rank: int = 32
     hidden_size: int = 64
     layers: int = 2
+    heads: int = 4
+    """Attention heads (head size `hidden_size // heads`; half as many key-value heads)."""
     rope_theta: float = 10_000.0
     """Qwen3's 1e6 leaves a 16-dim head almost no positional signal over a 200-token prompt."""
     objects: int = 4
@@ -103,10 +115,6 @@ SMOKE = LearningSetup(
 """Plumbing only (seconds): the smoke tests of the benchmark script and the demo phase."""
 
 
-EnvWrapper = Callable[[EnvGroupFactory], EnvGroupFactory]
-"""Wraps the fetch env factory of every rollout of a run (tests inject delays with it)."""
-
-
 def fetch_env_factory(setup: LearningSetup, wrap_env: EnvWrapper | None = None) -> EnvGroupFactory:
     """The fetch env factory of `setup`, wrapped by `wrap_env` when given."""
     factory = fetch_group_factory(setup.objects, setup.receptacles, setup.max_steps)
@@ -115,6 +123,26 @@ def fetch_env_factory(setup: LearningSetup, wrap_env: EnvWrapper | None = None) 
 
 MAX_REPLY_TOKENS = 12
 MAX_TRAJECTORY_TOKENS = 1024
+
+
+def fetch_learning_env(setup: LearningSetup) -> LearningEnv:
+    """The fetch task as the learning recipe plays it: `setup.train_games` training games,
+    `setup.eval_games` held-out games, `setup.demos` demonstration games and 96 tokenizer games
+    from disjoint seed ranges, `FetchCommands`, `setup.max_steps` replies of at most 12 tokens."""
+    size = (setup.objects, setup.receptacles)
+    return LearningEnv(
+        name="toy-fetch",
+        env_factory=fetch_env_factory(setup),
+        train_tasks=tuple(fetch_tasks(setup.train_games, TRAIN_SEED, "train", *size)),
+        held_out_tasks=tuple(fetch_tasks(setup.eval_games, HELD_OUT_SEED, "valid_unseen", *size)),
+        protocol=FetchCommands(),
+        demo_tasks=tuple(fetch_tasks(setup.demos, DEMO_SEED, "train", *size)),
+        corpus_tasks=tuple(fetch_tasks(CORPUS_GAMES, CORPUS_SEED, "train", *size)),
+        max_steps=setup.max_steps,
+        max_reply_tokens=MAX_REPLY_TOKENS,
+        max_trajectory_tokens=MAX_TRAJECTORY_TOKENS,
+        random_success=random_valid_success(*size),
+    )
 
 
 async def fetch_rollouts(
@@ -129,19 +157,4 @@ async def fetch_rollouts(
     """`group` trajectories of each fetch task of `tasks`, sampled by `sampler` under the
     recipe's budgets (`seed`: the base of the rollout engine's keyed per-request seeds;
     `wrap_env` wraps the env factory, e.g. to delay steps in a test)."""
-    config = RolloutConfig(
-        group_size=group,
-        max_env_steps=setup.max_steps,
-        max_assistant_tokens=MAX_REPLY_TOKENS,
-        max_trajectory_tokens=MAX_TRAJECTORY_TOKENS,
-        sampling=SamplingParams(temperature=1.0, seed=seed),
-    )
-    return await rollout_batch(
-        tasks,
-        env_factory=fetch_env_factory(setup, wrap_env),
-        sampler=sampler,
-        renderer=ChatRenderer(tokenizer),
-        protocol=FetchCommands(),
-        config=config,
-        max_concurrent_groups=len(tasks),
-    )
+    return await play(sampler, tokenizer, fetch_learning_env(setup), tasks, group, seed, wrap_env)

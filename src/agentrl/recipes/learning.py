@@ -1,5 +1,11 @@
 """The learning recipe: a small model learns, by RL through the Trainer, a task it must read.
 
+`learn(env, setup, run_dir)` runs it on any env (a `LearningEnv`: an env factory, training and
+held-out tasks, a protocol; `learning_env_from_spec` makes one of an `EnvSpec`): the project
+tokenizer trained on the env's own rendered text (`agentrl.recipes.tokenizer.env_tokenizer`),
+a warm start on a given or the uniformly random valid policy, RL through the `Trainer`, and
+held-out evaluations. `run_learning(setup, tokenizer, run_dir)` is its fetch instance, below.
+
 Shared by `benchmarks/learning.py` (seeds, estimators, losses, curves, table), the fast
 learning test and the first phase of `agentrl demo`. Everything is the library's own: the toy
 *fetch* task (`agentrl.envs.toy.fetch`: the goal is stated in every message, distractor objects,
@@ -25,6 +31,7 @@ backend's batch-invariant decoding); another CPU may round differently.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -42,31 +49,26 @@ from agentrl.backends.base import (
     LossName,
     Sampler,
 )
-from agentrl.chat import ChatRenderer
 from agentrl.core.seeds import derive_seed
-from agentrl.core.types import TaskInfo, TrajectoryGroup
-from agentrl.envs.toy.fetch import (
-    FetchCommands,
-    fetch_tasks,
-    random_valid_success,
-)
-from agentrl.envs.toy.plain import uniform_command
+from agentrl.core.types import TrajectoryGroup
 from agentrl.recipes.fetch import (
     BENCHMARK,
     DEMO,
-    DEMO_SEED,
-    HELD_OUT_SEED,
-    MAX_REPLY_TOKENS,
-    MAX_TRAJECTORY_TOKENS,
     SMOKE,
     TEST,
-    TRAIN_SEED,
     EnvWrapper,
     LearningSetup,
-    fetch_env_factory,
-    fetch_rollouts,
+    fetch_learning_env,
 )
-from agentrl.recipes.tokenizer import fetch_tokenizer
+from agentrl.recipes.learning_env import (
+    KeyedPolicy,
+    LearningEnv,
+    check_lists_actions,
+    config_env_name,
+    play,
+    random_valid_policy,
+)
+from agentrl.recipes.tokenizer import env_tokenizer, fetch_tokenizer
 
 __all__ = [
     "BENCHMARK",
@@ -74,10 +76,13 @@ __all__ = [
     "SMOKE",
     "TEST",
     "EvalPoint",
+    "LearningEnv",
     "LearningResult",
     "LearningSetup",
+    "evaluate_held_out",
     "fetch_tokenizer",
     "held_out_success",
+    "learn",
     "plot_learning",
     "run_learning",
 ]
@@ -108,6 +113,8 @@ class LearningResult:
     seconds: float
     degenerate_groups: int = 0
     extra: dict[str, float] = field(default_factory=dict)
+    env: str = "toy-fetch"
+    """The env's name (`LearningEnv.name`)."""
 
     @property
     def before(self) -> float:
@@ -132,6 +139,26 @@ def _summary(update: int, groups: Sequence[TrajectoryGroup], started: float) -> 
     )
 
 
+async def evaluate_held_out(
+    sampler: Sampler,
+    tokenizer: Any,
+    env: LearningEnv,
+    setup: LearningSetup,
+    *,
+    started: float | None = None,
+    update: int = 0,
+    wrap_env: EnvWrapper | None = None,
+) -> EvalPoint:
+    """Success of `sampler` on the env's held-out tasks, `setup.eval_samples` each
+    (temperature 1, requests keyed by `(setup.seed, "held-out", update)` and their group,
+    branch and turn)."""
+    seed = derive_seed(setup.seed, "held-out", update)
+    groups = await play(
+        sampler, tokenizer, env, env.held_out_tasks, setup.eval_samples, seed, wrap_env
+    )
+    return _summary(update, groups, started if started is not None else time.perf_counter())
+
+
 async def held_out_success(
     sampler: Sampler,
     tokenizer: Any,
@@ -141,18 +168,11 @@ async def held_out_success(
     update: int = 0,
     wrap_env: EnvWrapper | None = None,
 ) -> EvalPoint:
-    """Success of `sampler` on the held-out fetch games (temperature 1, requests keyed by
-    `(setup.seed, "held-out", update)` and their group, branch and turn)."""
-    seed = derive_seed(setup.seed, "held-out", update)
-    groups = await fetch_rollouts(
-        sampler, tokenizer, setup, _held_out(setup), setup.eval_samples, seed, wrap_env
-    )
-    return _summary(update, groups, started if started is not None else time.perf_counter())
-
-
-def _held_out(setup: LearningSetup) -> list[TaskInfo]:
-    return fetch_tasks(
-        setup.eval_games, HELD_OUT_SEED, "valid_unseen", setup.objects, setup.receptacles
+    """Success of `sampler` on the held-out fetch games (`evaluate_held_out` on the fetch env
+    of `setup`)."""
+    env = fetch_learning_env(setup)
+    return await evaluate_held_out(
+        sampler, tokenizer, env, setup, started=started, update=update, wrap_env=wrap_env
     )
 
 
@@ -166,7 +186,9 @@ def _backend(setup: LearningSetup, tokenizer: Any, run_dir: Path) -> Any:
         "hidden_size": setup.hidden_size,
         "intermediate_size": 3 * setup.hidden_size,
         "num_hidden_layers": setup.layers,
-        "head_dim": setup.hidden_size // 4,
+        "num_attention_heads": setup.heads,
+        "num_key_value_heads": max(1, setup.heads // 2),
+        "head_dim": setup.hidden_size // setup.heads,
         "rope_theta": setup.rope_theta,
     }
     return LocalBackend.tiny(
@@ -180,36 +202,52 @@ def _backend(setup: LearningSetup, tokenizer: Any, run_dir: Path) -> Any:
     )
 
 
-async def run_learning(
+async def _demonstrations(
+    policy: Sampler, tokenizer: Any, env: LearningEnv, setup: LearningSetup, wrap: EnvWrapper | None
+) -> list[Any]:
+    """`setup.demos` datums of `policy`'s play: one game per demonstration task while there
+    are enough, else several (keyed) plays of each."""
+    tasks = env.demonstration_tasks
+    group = max(1, math.ceil(setup.demos / len(tasks)))
+    tasks = tasks[: setup.demos] if group == 1 else tasks
+    seed = derive_seed(setup.seed, "demonstrations")
+    groups = await play(policy, tokenizer, env, tasks, group, seed, wrap)
+    demos = [trajectory_to_datum(t, [1.0] * len(t.turns)) for g in groups for t in g.trajectories]
+    return demos[: setup.demos]
+
+
+async def learn(
+    env: LearningEnv,
     setup: LearningSetup,
-    tokenizer: Any,
     run_dir: Path,
     *,
+    tokenizer: Any | None = None,
+    warm_policy: KeyedPolicy | None = None,
     on_point: Callable[[EvalPoint], None] | None = None,
     on_update: Callable[[UpdateMetrics], None] | None = None,
     wrap_env: EnvWrapper | None = None,
 ) -> LearningResult:
-    """Warm start, evaluate, then `setup.updates` Trainer updates with held-out evaluations.
+    """The learning recipe on `env`: the random valid policy's held-out success; a warm start
+    of `setup.sft_steps` supervised steps on `setup.demos` demonstrations of `warm_policy`
+    (default: the random valid policy); then `setup.updates` Trainer updates (PPO, groups of
+    `setup.group_size`), evaluated on the held-out tasks before RL and every `eval_every`.
 
-    `wrap_env` wraps the env factory of every rollout (e.g. to delay steps in a test)."""
+    `tokenizer` defaults to `env_tokenizer(env)` (the project BPE trained on the env's rendered
+    random play); `wrap_env` wraps the env factory of every rollout (e.g. delays in a test)."""
     from agentrl.config import TrainConfig
     from agentrl.reporting.sinks import MultiSink
     from agentrl.testing import KeyedPolicySampler
     from agentrl.training.trainer import Trainer
 
     started = time.perf_counter()
-    random_policy = KeyedPolicySampler(tokenizer, uniform_command)
-    random_point = await held_out_success(
-        random_policy, tokenizer, setup, started=started, update=-1, wrap_env=wrap_env
+    await check_lists_actions(env)
+    tokenizer = env_tokenizer(env) if tokenizer is None else tokenizer
+    random_policy = KeyedPolicySampler(tokenizer, random_valid_policy(env.protocol))
+    random_point = await evaluate_held_out(
+        random_policy, tokenizer, env, setup, started=started, update=-1, wrap_env=wrap_env
     )
-    demo_tasks = fetch_tasks(setup.demos, DEMO_SEED, "train", setup.objects, setup.receptacles)
-    demo_seed = derive_seed(setup.seed, "demonstrations")
-    demo_groups = await fetch_rollouts(
-        random_policy, tokenizer, setup, demo_tasks, 1, demo_seed, wrap_env
-    )
-    demos = [
-        trajectory_to_datum(t, [1.0] * len(t.turns)) for g in demo_groups for t in g.trajectories
-    ]
+    teacher = random_policy if warm_policy is None else KeyedPolicySampler(tokenizer, warm_policy)
+    demos = await _demonstrations(teacher, tokenizer, env, setup, wrap_env)
     backend = _backend(setup, tokenizer, run_dir)
     rng = random.Random(setup.seed)
     for _ in range(setup.sft_steps):
@@ -221,10 +259,10 @@ async def run_learning(
             base_model="tiny",
             backend="local",
             device="cpu",
-            env="toy",
-            max_episode_steps=setup.max_steps,
-            max_assistant_tokens=MAX_REPLY_TOKENS,
-            max_trajectory_tokens=MAX_TRAJECTORY_TOKENS,
+            env=config_env_name(env.name),
+            max_episode_steps=env.max_steps,
+            max_assistant_tokens=env.max_reply_tokens,
+            max_trajectory_tokens=env.max_trajectory_tokens,
             max_steps=setup.updates,
             games_per_batch=setup.games_per_batch,
             group_size=setup.group_size,
@@ -244,25 +282,28 @@ async def run_learning(
             save_rollouts=False,
         )
     )
-    train_tasks = fetch_tasks(
-        setup.train_games, TRAIN_SEED, "train", setup.objects, setup.receptacles
-    )
     trainer = Trainer(
         config=config,
         backend=backend,
-        env_factory=fetch_env_factory(setup, wrap_env),
-        tasks=train_tasks,
-        renderer=ChatRenderer(tokenizer),
-        protocol=FetchCommands(),
+        env_factory=env.env_factory if wrap_env is None else wrap_env(env.env_factory),
+        tasks=env.train_tasks,
+        renderer=env.renderer(tokenizer),
+        protocol=env.protocol,
+        reward_fn=env.reward_fn,
         sinks=MultiSink(()),  # results go to LearningResult; metrics to on_update
         progress=False,
     )
-    point = await held_out_success(
-        await backend.sampler(), tokenizer, setup, started=started, wrap_env=wrap_env
-    )
-    curve = [point]
-    if on_point is not None:
-        on_point(point)
+
+    async def evaluate(update: int) -> EvalPoint:
+        sampler = await backend.sampler()
+        point = await evaluate_held_out(
+            sampler, tokenizer, env, setup, started=started, update=update, wrap_env=wrap_env
+        )
+        if on_point is not None:
+            on_point(point)
+        return point
+
+    curve = [await evaluate(0)]
     train_success: list[float] = []
     degenerate = 0
     for number in range(1, setup.updates + 1):
@@ -272,13 +313,8 @@ async def run_learning(
         if on_update is not None:
             on_update(metrics)
         if number % setup.eval_every == 0 or number == setup.updates:
-            sampler = await backend.sampler()
-            point = await held_out_success(
-                sampler, tokenizer, setup, started=started, update=number, wrap_env=wrap_env
-            )
-            curve.append(point)
-            if on_point is not None:
-                on_point(point)
+            curve.append(await evaluate(number))
+    extra = {} if env.random_success is None else {"random_success_exact": env.random_success}
     return LearningResult(
         setup=setup,
         random_success=random_point.success,
@@ -286,7 +322,30 @@ async def run_learning(
         train_success=tuple(train_success),
         seconds=time.perf_counter() - started,
         degenerate_groups=degenerate,
-        extra={"random_success_exact": random_valid_success(setup.objects, setup.receptacles)},
+        extra=extra,
+        env=env.name,
+    )
+
+
+async def run_learning(
+    setup: LearningSetup,
+    tokenizer: Any,
+    run_dir: Path,
+    *,
+    on_point: Callable[[EvalPoint], None] | None = None,
+    on_update: Callable[[UpdateMetrics], None] | None = None,
+    wrap_env: EnvWrapper | None = None,
+) -> LearningResult:
+    """The fetch recipe: `learn` on `fetch_learning_env(setup)` with `tokenizer`
+    (`fetch_tokenizer(setup)`). `wrap_env` wraps the env factory of every rollout."""
+    return await learn(
+        fetch_learning_env(setup),
+        setup,
+        run_dir,
+        tokenizer=tokenizer,
+        on_point=on_point,
+        on_update=on_update,
+        wrap_env=wrap_env,
     )
 
 
@@ -308,7 +367,7 @@ def plot_learning(result: LearningResult, path: Path) -> Path:
     )
     axes.axhline(result.random_success, linestyle="--", color="grey", label="random valid policy")
     axes.set(
-        title="fetch task: success per update", xlabel="update", ylabel="success", ylim=(0, 1.02)
+        title=f"{result.env}: success per update", xlabel="update", ylabel="success", ylim=(0, 1.02)
     )
     axes.legend(loc="lower right")
     figure.tight_layout()

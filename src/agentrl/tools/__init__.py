@@ -7,6 +7,7 @@ typed functions); `toolset` the `FunctionTools` protocol (one or parallel calls 
 class of tools). Everything is re-exported here (`from agentrl.tools import CommandTool`).
 """
 
+from agentrl.core.errors import ToolInfraError
 from agentrl.tools.command import CommandTool, StatusTexts
 from agentrl.tools.functions import FunctionTool, ToolArgumentError, tool
 from agentrl.tools.group import FunctionEnv, FunctionEnvGroup, function_env_factory
@@ -30,6 +31,7 @@ __all__ = [
     "FunctionTools",
     "StatusTexts",
     "ToolArgumentError",
+    "ToolInfraError",
     "ToolProtocol",
     "ToolResult",
     "function_env_factory",

@@ -1,4 +1,5 @@
-"""`CommandTool`: the one-text-command special case of a tool protocol (ALFWorld, toy)."""
+"""`CommandTool`: the one-text-command special case of a tool protocol (ALFWorld, toy), and
+`PlainCommandProtocol`: the same commands with no tool markup at all, for small models."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from agentrl.core.types import (
     JsonObject,
     Message,
     ParsedAction,
+    ParseErrorKind,
     TaskInfo,
     ToolCall,
     TurnStatus,
 )
 from agentrl.tools.protocol import ToolResult
 
-__all__ = ["CommandTool", "StatusTexts"]
+__all__ = ["CommandTool", "PlainCommandProtocol", "StatusTexts"]
 
 
 @dataclass(frozen=True)
@@ -151,3 +153,71 @@ class CommandTool:
             return []
         shown = [a for a in step.admissible_actions if a not in self.hidden_actions]
         return [self.actions_heading, *shown] if shown else []
+
+
+@dataclass(frozen=True)
+class PlainCommandProtocol:
+    """A `ToolProtocol` for small models: the reply is one command, verbatim, no tool markup.
+
+    A from-scratch model learns this format from a few hundred demonstrations (a tool call's
+    markup takes far more). Every message lists the executable commands (the env's
+    `EnvStep.admissible_actions`: a text env's, or a `FunctionEnv`'s `admissible_actions()`)
+    *before* the observation, so the newest text sits next to the reply: the first user message
+    is the task (when the observation does not hold it), the step counter, the actions and the
+    observation; each tool message the status line, the step counter, the actions (unless the
+    episode ended) and the observation (unless the reply was unreadable).
+    """
+
+    system_prompt: str = "Reply with the one command, copied from the actions, that does the task."
+    actions_heading: str = "Available actions (copy one exactly):"
+    status: StatusTexts = field(default_factory=StatusTexts)
+    name: str | None = None
+    """The name tool messages carry (None: no name)."""
+
+    @property
+    def tools(self) -> Sequence[JsonObject]:
+        """No tools: the reply is the command."""
+        return ()
+
+    def initial_messages(
+        self, task: TaskInfo, first_step: EnvStep, max_env_steps: int
+    ) -> list[Message]:
+        """System message; the task (if not in the observation), step 0, actions, observation."""
+        lines = []
+        description = task.description.strip()
+        if description and description not in first_step.observation:
+            lines.append(f"Task: {description}")
+        lines.append(f"Step 0 of {max_env_steps}.")
+        lines.extend(self._listed(first_step))
+        lines.append(f"Observation:\n{first_step.observation.strip()}")
+        return [
+            Message(role="system", content=self.system_prompt),
+            Message(role="user", content="\n".join(lines)),
+        ]
+
+    def parse(self, assistant_text: str, *, truncated: bool = False) -> ParsedAction:
+        """The whole reply is the command (lower case, single spaces); a cut, empty or
+        multi-line reply is invalid. Never raises."""
+        if truncated:
+            return ParsedAction.failure(ParseErrorKind.TRUNCATED, "reply cut at the limit")
+        text = " ".join(assistant_text.split()).lower()
+        if not text:
+            return ParsedAction.failure(ParseErrorKind.EMPTY_ACTION, "empty reply")
+        if "\n" in assistant_text.strip():
+            return ParsedAction.failure(ParseErrorKind.MULTILINE_ACTION, "several lines")
+        return ParsedAction(action=text)
+
+    def tool_message(self, result: ToolResult) -> Message:
+        """Status line, step counter, actions (unless finished), then the observation."""
+        detail = result.parsed.error.detail if result.parsed.error is not None else ""
+        lines = [self.status.line(result.status, result.parsed.action, detail)]
+        lines.append(f"Step {result.env_steps} of {result.max_env_steps}.")
+        if result.status not in (TurnStatus.WON, TurnStatus.ENDED):
+            lines.extend(self._listed(result.step))
+        if result.status is not TurnStatus.INVALID_FORMAT:
+            lines.append(f"Observation:\n{result.step.observation.strip()}")
+        return Message(role="tool", content="\n".join(lines), name=self.name)
+
+    def _listed(self, step: EnvStep) -> list[str]:
+        actions = list(step.admissible_actions)
+        return [self.actions_heading, *actions] if actions else []

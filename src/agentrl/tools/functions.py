@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from agentrl.core.types import JsonObject, JsonValue, ToolCall
 
-__all__ = ["FunctionTool", "ToolArgumentError", "tool"]
+__all__ = ["FunctionTool", "ToolArgumentError", "strip_titles", "tool"]
 
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SECTIONS = ("args:", "arguments:", "parameters:", "returns:", "raises:", "yields:", "example")
@@ -68,20 +68,21 @@ def _docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return " ".join(first.split()), params
 
 
-def _strip_titles(schema: JsonValue) -> JsonValue:
-    """The schema without pydantic's generated `title` keywords (property names kept)."""
+def strip_titles(schema: JsonValue) -> JsonValue:
+    """The schema without generated `title` keywords (pydantic's, MCP servers'); a property
+    called `title` is kept."""
     if isinstance(schema, list):
-        return [_strip_titles(item) for item in schema]
+        return [strip_titles(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, JsonValue] = {}
     for key, value in schema.items():
         if key == "title" and isinstance(value, str):
             continue
-        if key in ("properties", "$defs") and isinstance(value, dict):
-            out[key] = {name: _strip_titles(sub) for name, sub in value.items()}
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            out[key] = {name: strip_titles(sub) for name, sub in value.items()}
         else:
-            out[key] = _strip_titles(value)
+            out[key] = strip_titles(value)
     return out
 
 
@@ -112,7 +113,7 @@ class FunctionTool:
     @property
     def schema(self) -> JsonObject:
         """The tool's JSON schema (OpenAI function-calling format)."""
-        parameters = _strip_titles(self.arguments.model_json_schema())
+        parameters = strip_titles(self.arguments.model_json_schema())
         assert isinstance(parameters, dict)
         parameters.setdefault("properties", {})
         return {

@@ -27,12 +27,12 @@ from agentrl.core.types import (
 from agentrl.tools.functions import FunctionTool, ToolArgumentError
 from agentrl.tools.protocol import ToolResult, parse_with_dialect
 
-__all__ = ["FunctionTools"]
+__all__ = ["FunctionTools", "call_summary"]
 
 _SHOWN = 40
 
 
-def _summary(calls: Sequence[ToolCall]) -> str:
+def call_summary(calls: Sequence[ToolCall]) -> str:
     """One line naming the calls, e.g. `run_python(code='print(1)'); submit(answer='1')`."""
     parts = []
     for call in calls:
@@ -122,7 +122,7 @@ class FunctionTools:
             except Exception as exc:  # a validator bug must not kill the rollout
                 detail = f"{where}: arguments rejected ({type(exc).__name__}: {exc})"
                 return ParsedAction.failure(ParseErrorKind.INVALID_ARGUMENTS, detail)
-        return ParsedAction(action=_summary(calls), calls=tuple(calls))
+        return ParsedAction(action=call_summary(calls), calls=tuple(calls))
 
     def tool_messages(self, result: ToolResult) -> tuple[Message, ...]:
         """One message per call (its output), the step counter after the last; one error

@@ -26,6 +26,12 @@ HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """Signals that stop a command cleanly."""
 
 
+def _exit_now(signum: int, _frame: object) -> None:
+    """A signal after the first, once the event loop is gone: exit with 128 + its number."""
+    print(f"{signal.Signals(signum).name} received again: exiting now", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
+
+
 def run_until_signal(main: Coroutine[Any, Any, int]) -> int:
     """Run `main` to its exit status; a handled signal cancels it (status 128 + signal)."""
     received: list[int] = []
@@ -57,6 +63,8 @@ def run_until_signal(main: Coroutine[Any, Any, int]) -> int:
         finally:
             for sig in HANDLED_SIGNALS:
                 loop.remove_signal_handler(sig)
+                if received:  # stopping: a further signal during the shutdown exits at once
+                    signal.signal(sig, _exit_now)
 
     try:
         return asyncio.run(guarded())

@@ -20,28 +20,11 @@ from typing import Any
 from agentrl._optional import require
 from agentrl.core.types import JsonObject, JsonValue, ToolCall
 from agentrl.envs.mcp.config import EXTRA
-from agentrl.tools.functions import ToolArgumentError
+from agentrl.tools.functions import ToolArgumentError, strip_titles
 
 __all__ = ["McpTool", "strip_titles"]
 
 _MESSAGE_CHARS = 200
-
-
-def strip_titles(schema: JsonValue) -> JsonValue:
-    """The schema without generated `title` keywords (a property called `title` is kept)."""
-    if isinstance(schema, list):
-        return [strip_titles(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, JsonValue] = {}
-    for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
-            out[key] = {name: strip_titles(sub) for name, sub in value.items()}
-        else:
-            out[key] = strip_titles(value)
-    return out
 
 
 def _validator_class(schema: JsonObject) -> Any:

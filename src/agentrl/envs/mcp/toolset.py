@@ -33,23 +33,9 @@ from agentrl.envs.mcp.config import McpServer
 from agentrl.envs.mcp.schema import McpTool
 from agentrl.envs.mcp.session import McpSession
 from agentrl.tools import FunctionTool, ToolArgumentError, ToolResult, parse_with_dialect
+from agentrl.tools.toolset import call_summary
 
 __all__ = ["McpTools"]
-
-_SHOWN = 40
-
-
-def _summary(calls: Sequence[ToolCall]) -> str:
-    """One line naming the calls, e.g. `add(a='1', b='2'); submit(answer='3')`."""
-    parts = []
-    for call in calls:
-        args = []
-        for key, value in call.arguments.items():
-            text = " ".join(value.split())
-            text = text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
-            args.append(f"{key}={text!r}")
-        parts.append(f"{call.name}({', '.join(args)})")
-    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -206,7 +192,7 @@ class McpTools:
             except Exception as exc:  # a validator bug must not kill the rollout
                 detail = f"{where}: arguments rejected ({type(exc).__name__}: {exc})"
                 return ParsedAction.failure(ParseErrorKind.INVALID_ARGUMENTS, detail)
-        return ParsedAction(action=_summary(calls), calls=tuple(calls))
+        return ParsedAction(action=call_summary(calls), calls=tuple(calls))
 
     def tool_messages(self, result: ToolResult) -> tuple[Message, ...]:
         """One message per call (its output), the step counter after the last; one error

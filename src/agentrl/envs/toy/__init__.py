@@ -1,4 +1,5 @@
-"""Tiny deterministic tasks: carry-the-object (tests, tutorials) and fetch (learning benchmark)."""
+"""Tiny deterministic tasks: carry-the-object (tests, tutorials), fetch (the learning benchmark)
+and vault (remember a code told once; a `FunctionEnv` that also lists its commands)."""
 
 from agentrl.envs.toy.env import ToyEnvGroup, ToyState, ToyTask, make_toy_group, toy_task, toy_tasks
 from agentrl.envs.toy.fetch import (
@@ -10,6 +11,15 @@ from agentrl.envs.toy.fetch import (
     random_valid_success,
 )
 from agentrl.envs.toy.tools import TOY_TOOL_NAME, toy_tool_protocol
+from agentrl.envs.toy.vault import (
+    VaultEnv,
+    VaultTask,
+    vault_group_factory,
+    vault_protocol,
+    vault_random_success,
+    vault_task,
+    vault_tasks,
+)
 
 __all__ = [
     "TOY_TOOL_NAME",
@@ -18,6 +28,8 @@ __all__ = [
     "ToyEnvGroup",
     "ToyState",
     "ToyTask",
+    "VaultEnv",
+    "VaultTask",
     "fetch_group_factory",
     "fetch_task",
     "fetch_tasks",
@@ -26,4 +38,9 @@ __all__ = [
     "toy_task",
     "toy_tasks",
     "toy_tool_protocol",
+    "vault_group_factory",
+    "vault_protocol",
+    "vault_random_success",
+    "vault_task",
+    "vault_tasks",
 ]

@@ -1,0 +1,190 @@
+"""The learning recipe on the vault task: recall a code told once, several replies later.
+
+Runs `agentrl.recipes.learning.learn` on `agentrl.recipes.vault.vault_learning_env` (the vault
+env's `EnvSpec` through the recipe's generic path: its own tokenizer, plain commands over its
+listed actions, a warm start on the random valid policy, RL through the Trainer) for every
+variant and seed, each run in its own process (`--threads` torch threads), `--jobs` at a time.
+Writes `learning_vault.png` (held-out success per update, mean over seeds, min-max band),
+`learning_vault.md` (a row per run and per variant: random policy, before RL, after RL, the
+first update at >= 90%, minutes, the load average when the run ended) and `runs/*.json`. The
+last line printed is
+
+    task=vault random_success=R success_before=B success_after=A seeds=N minutes=M
+
+(held-out success, means over seeds, of the first variant listed; minutes of wall time).
+
+    python benchmarks/learning_vault.py --out runs/vault                       # the recipe, 3 seeds
+    python benchmarks/learning_vault.py --out runs/vault --variants recipe fetch_setup --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import learning_runs
+
+from agentrl.recipes.learning import LearningSetup
+from agentrl.recipes.vault import VAULT, VAULT_SMOKE
+
+Run = dict[str, Any]
+FETCH_SHAPE = LearningSetup(max_steps=VAULT.max_steps)
+"""The fetch recipe's model, warm start and RL settings on the vault task."""
+
+
+def _fetch_setup(setup: LearningSetup) -> LearningSetup:
+    """The vault run with the fetch recipe's settings (same seed, budget and games)."""
+    keep = ("seed", "updates", "eval_every", "max_steps", "train_games", "eval_games")
+    return replace(FETCH_SHAPE, **{name: getattr(setup, name) for name in keep})
+
+
+VARIANTS: dict[str, Callable[[LearningSetup], LearningSetup]] = {
+    "recipe": lambda setup: setup,
+    "fetch_setup": _fetch_setup,
+}
+
+
+def _setup(args: argparse.Namespace, variant: str, seed: int) -> LearningSetup:
+    base = replace(VAULT_SMOKE if args.size == "smoke" else VAULT, seed=seed)
+    base = replace(base, updates=args.updates) if args.updates else base
+    return VARIANTS[variant](base)
+
+
+def _worker(args: argparse.Namespace) -> None:
+    import torch
+
+    from agentrl.recipes.learning import learn
+    from agentrl.recipes.vault import vault_learning_env
+
+    torch.set_num_threads(args.threads)
+    setup = _setup(args, args.variant, args.seed)
+    name = f"{args.variant}-seed{args.seed}"
+    result = asyncio.run(
+        learn(
+            vault_learning_env(setup),
+            setup,
+            args.out / "work" / name,
+            on_point=lambda p: print(f"{name} {p}", flush=True),
+        )
+    )
+    data = asdict(result) | {"load_at_end": os.getloadavg()[0], "threads": args.threads}
+    (args.out / "runs").mkdir(parents=True, exist_ok=True)
+    (args.out / "runs" / f"{name}.json").write_text(json.dumps(data, indent=2))
+
+
+def _launch(args: argparse.Namespace, variant: str, seed: int) -> Run:
+    command = [sys.executable, __file__, "--worker", "--out", str(args.out), "--size", args.size]
+    command += ["--variant", variant, "--seed", str(seed), "--threads", str(args.threads)]
+    command += ["--updates", str(args.updates)] if args.updates else []
+    log = args.out / "logs" / f"{variant}-seed{seed}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    threads = str(args.threads)
+    env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+    with log.open("w") as handle:
+        code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
+    if code != 0:
+        raise RuntimeError(f"{variant} seed {seed} failed (exit {code}); see {log}")
+    run: Run = json.loads((args.out / "runs" / f"{variant}-seed{seed}.json").read_text())
+    print(
+        f"done {variant} seed {seed}: {learning_runs.success(run, 0):.2f} -> "
+        f"{learning_runs.success(run, -1):.2f}",
+        flush=True,
+    )
+    return run
+
+
+def _first_at(run: Run, level: float) -> str:
+    updates = [int(p["update"]) for p in run["curve"] if p["success"] >= level]
+    return str(updates[0]) if updates else "-"
+
+
+def per_seed_table(results: dict[str, list[Run]]) -> str:
+    """Markdown: one row per run, then each variant's mean ± std (sample) and min-max."""
+    lines = [
+        "| variant | seed | random policy | before RL | after RL | first update >= 90% "
+        "| minutes | load at end |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, runs in results.items():
+        for run in runs:
+            lines.append(
+                f"| {name} | {run['setup']['seed']} | {run['random_success']:.1%} | "
+                f"{learning_runs.success(run, 0):.1%} | {learning_runs.success(run, -1):.1%} | "
+                f"{_first_at(run, 0.9)} | {run['seconds'] / 60:.1f} | {run['load_at_end']:.1f} |"
+            )
+        cells = []
+        for value in (
+            lambda r: float(r["random_success"]),
+            lambda r: learning_runs.success(r, 0),
+            lambda r: learning_runs.success(r, -1),
+        ):
+            values = [value(r) for r in runs]
+            mean, std = learning_runs.mean_std(values)
+            cells.append(f"{mean:.1%} ± {std:.1%} ({min(values):.0%}-{max(values):.0%})")
+        minutes = learning_runs.mean_std([float(r["seconds"]) / 60 for r in runs])[0]
+        lines.append(f"| **{name}** | mean | {' | '.join(cells)} | | {minutes:.1f} | |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The benchmark's command line (`--worker`: be one run)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/learning_vault"))
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--size", choices=("benchmark", "smoke"), default="benchmark")
+    parser.add_argument("--updates", type=int, default=None, help="override the update count")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["recipe"])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--variant", choices=list(VARIANTS), default="recipe", help=argparse.SUPPRESS
+    )
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker(args)
+        return
+    started = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    jobs = [(v, s) for v in args.variants for s in range(args.seeds)]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        done = list(pool.map(lambda job: _launch(args, *job), jobs))
+    results: dict[str, list[Run]] = {}
+    for (variant, _), run in zip(jobs, done, strict=True):
+        results.setdefault(variant, []).append(run)
+    minutes = (time.perf_counter() - started) / 60
+    title = "vault task: held-out success (mean over seeds, min-max band)"
+    learning_runs.plot(results, args.out / "learning_vault.png", title)
+    text = [per_seed_table(results), ""]
+    text.append(f"setup ({args.variants[0]}): {_setup(args, args.variants[0], 0)}")
+    text.append(f"wall time {minutes:.1f} min; load average at the end {os.getloadavg()[0]:.2f}")
+    (args.out / "learning_vault.md").write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+    first = results[args.variants[0]]
+    means = [
+        sum(value(r) for r in first) / len(first)
+        for value in (
+            lambda r: float(r["random_success"]),
+            lambda r: learning_runs.success(r, 0),
+            lambda r: learning_runs.success(r, -1),
+        )
+    ]
+    print(
+        f"task=vault random_success={means[0]:.3f} success_before={means[1]:.3f} "
+        f"success_after={means[2]:.3f} seeds={len(first)} minutes={minutes:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The learning recipe on the vault task (`agentrl.envs.toy.vault`): recall a code told once.
+
+The vault env goes through the recipe's generic path: its `EnvSpec` (`vault_spec`) becomes a
+`LearningEnv` (`learning_env_from_spec`: the spec's training and held-out splits, the
+plain-command protocol over the env's listed commands), and `agentrl.recipes.learning.learn`
+trains the project tokenizer on its text, warm-starts on the random valid policy and runs RL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from agentrl.envs.toy.spec import vault_spec
+from agentrl.envs.toy.vault import vault_random_success
+from agentrl.recipes.fetch import LearningSetup
+from agentrl.recipes.learning_env import LearningEnv, learning_env_from_spec
+
+__all__ = ["VAULT", "VAULT_BUTTONS", "VAULT_ROOMS", "VAULT_SMOKE", "vault_learning_env"]
+
+VAULT_BUTTONS = 4
+VAULT_ROOMS = 3
+
+VAULT = LearningSetup(max_steps=VAULT_ROOMS + 2)
+"""`benchmarks/learning.py --task vault` and `agentrl learn --env toy-vault`."""
+VAULT_SMOKE = replace(
+    VAULT,
+    updates=2,
+    games_per_batch=2,
+    group_size=2,
+    train_games=8,
+    eval_games=2,
+    eval_samples=2,
+    eval_every=1,
+    demos=4,
+    sft_steps=2,
+    sft_batch=4,
+)
+"""Plumbing only (seconds)."""
+
+
+def vault_learning_env(
+    setup: LearningSetup, buttons: int = VAULT_BUTTONS, rooms: int = VAULT_ROOMS
+) -> LearningEnv:
+    """The vault task as the learning recipe plays it: `setup.train_games` training games,
+    `setup.eval_games` held-out games, plain commands, `setup.max_steps` replies."""
+    env = learning_env_from_spec(
+        vault_spec(buttons, rooms),
+        train_games=setup.train_games,
+        eval_games=setup.eval_games,
+        max_steps=setup.max_steps,
+    )
+    return replace(env, random_success=vault_random_success(buttons))
