@@ -14,7 +14,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from agentrl.backends.base import Sampler, SamplingParams
@@ -63,13 +63,7 @@ class SamplerJudgeModel:
         prompt = renderer.initial_prompt(messages)
         params = self.params
         if not params.stop_tokens:
-            params = SamplingParams(
-                temperature=params.temperature,
-                top_p=params.top_p,
-                max_tokens=params.max_tokens,
-                stop_tokens=renderer.stop_tokens,
-                seed=params.seed,
-            )
+            params = replace(params, stop_tokens=renderer.stop_tokens)
         completions = await self.sampler.sample(prompt, 1, params)
         if len(completions) != 1:
             raise JudgeModelError(f"the sampler returned {len(completions)} completions, not 1")

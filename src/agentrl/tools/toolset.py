@@ -27,7 +27,7 @@ from agentrl.core.types import (
 from agentrl.tools.functions import FunctionTool, ToolArgumentError
 from agentrl.tools.protocol import ToolResult, parse_with_dialect
 
-__all__ = ["FunctionTools", "call_summary"]
+__all__ = ["FunctionTools", "call_summary", "first_messages"]
 
 _SHOWN = 40
 
@@ -43,6 +43,23 @@ def call_summary(calls: Sequence[ToolCall]) -> str:
             args.append(f"{key}={text!r}")
         parts.append(f"{call.name}({', '.join(args)})")
     return "; ".join(parts)
+
+
+def first_messages(
+    system_prompt: str, step_line: str, task: TaskInfo, first_step: EnvStep, max_env_steps: int
+) -> list[Message]:
+    """The system message and the first user message of a function-tool protocol: the task
+    (unless the observation already says it), the observation and the step counter."""
+    lines = []
+    description = task.description.strip()
+    if description and description not in first_step.observation:
+        lines.append(description)
+    lines.append(first_step.observation.strip())
+    lines.append(step_line.format(step=0, max_steps=max_env_steps))
+    return [
+        Message(role="system", content=system_prompt),
+        Message(role="user", content="\n\n".join(line for line in lines if line)),
+    ]
 
 
 @dataclass(frozen=True)
@@ -83,16 +100,7 @@ class FunctionTools:
         self, task: TaskInfo, first_step: EnvStep, max_env_steps: int
     ) -> list[Message]:
         """System message and the first user message (task, step counter, observation)."""
-        lines = []
-        description = task.description.strip()
-        if description and description not in first_step.observation:
-            lines.append(description)
-        lines.append(first_step.observation.strip())
-        lines.append(self.step_line.format(step=0, max_steps=max_env_steps))
-        return [
-            Message(role="system", content=self.system_prompt),
-            Message(role="user", content="\n\n".join(line for line in lines if line)),
-        ]
+        return first_messages(self.system_prompt, self.step_line, task, first_step, max_env_steps)
 
     def parse(self, assistant_text: str, *, truncated: bool = False) -> ParsedAction:
         """Read the calls with `dialect` and validate them; never raises."""

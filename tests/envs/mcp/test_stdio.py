@@ -13,8 +13,10 @@ from dataclasses import replace
 import pytest
 
 from agentrl.envs.mcp import McpEnvFactory, McpServer, McpSession, McpStartError, McpTools
+from agentrl.tools import ToolInfraError, tool
 from agentrl.types import ToolCall
 from tests.envs.mcp.conftest import (
+    SYSTEM,
     TASK,
     CalcEnv,
     SharedCalcEnv,
@@ -174,3 +176,30 @@ async def test_a_step_before_reset_is_refused(calc_tools: McpTools) -> None:
     with pytest.raises(RuntimeError, match="before reset"):
         await group.step([(ToolCall("add", {}),)])
     await group.close()
+
+
+class LedgerEnv(CalcEnv):
+    """A local tool whose backing store goes away: the infrastructure's fault."""
+
+    @tool
+    def audit(self, account: int) -> str:
+        """Audit an account.
+
+        Args:
+            account: The account number.
+        """
+        raise ToolInfraError(f"ledger store for {account} is down")
+
+
+async def test_a_local_tool_infra_error_is_an_env_error() -> None:
+    tools = await LedgerEnv.connect(calc_stdio(), system_prompt=SYSTEM)
+    group = McpEnvFactory(tools, LedgerEnv)(TASK, 2)
+    c = tools.call
+    try:
+        await group.reset()
+        steps = await group.step([(c("audit", account=7),), (c("submit", answer="x"),)])
+        assert steps[0].error is not None and steps[0].finished
+        assert steps[0].error.startswith("ToolInfraError: ledger store for 7 is down (at ")
+        assert steps[1].error is None and not steps[1].admissible  # a bad argument: the model's
+    finally:
+        await group.close()

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from agentrl.core.errors import ToolInfraError, describe_exception
 from agentrl.core.types import EnvAction, EnvStep, JsonValue, TaskInfo
 from agentrl.envs.mcp.config import McpServer, McpServerError, McpStartError, SessionScope
 from agentrl.envs.mcp.results import McpResult, clip
@@ -217,10 +218,11 @@ class McpEnvGroup:
                     arguments = self._tools.arguments(call)
                     result = await env.session.call(call.name, arguments)
                     text, ok = result.output, ok and not result.is_error
-            except McpServerError as exc:
+            except (McpServerError, ToolInfraError) as exc:  # the infrastructure's, not the model's
+                error = str(exc) if isinstance(exc, McpServerError) else describe_exception(exc)
                 outputs.append(f"Error: {exc}")
                 outputs.extend([NOT_RUN] * (len(action) - index - 1))
-                return EnvStep(observation=str(exc), error=str(exc), outputs=tuple(outputs))
+                return EnvStep(observation=str(exc), error=error, outputs=tuple(outputs))
             except Exception as exc:
                 ok = False
                 text = f"Error: {type(exc).__name__}: {exc}"

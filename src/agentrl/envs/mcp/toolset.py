@@ -33,7 +33,7 @@ from agentrl.envs.mcp.config import McpServer
 from agentrl.envs.mcp.schema import McpTool
 from agentrl.envs.mcp.session import McpSession
 from agentrl.tools import FunctionTool, ToolArgumentError, ToolResult, parse_with_dialect
-from agentrl.tools.toolset import call_summary
+from agentrl.tools.toolset import call_summary, first_messages
 
 __all__ = ["McpTools"]
 
@@ -154,16 +154,7 @@ class McpTools:
         self, task: TaskInfo, first_step: EnvStep, max_env_steps: int
     ) -> list[Message]:
         """System message and the first user message (task, observation, step counter)."""
-        lines = []
-        description = task.description.strip()
-        if description and description not in first_step.observation:
-            lines.append(description)
-        lines.append(first_step.observation.strip())
-        lines.append(self.step_line.format(step=0, max_steps=max_env_steps))
-        return [
-            Message(role="system", content=self.system_prompt),
-            Message(role="user", content="\n\n".join(line for line in lines if line)),
-        ]
+        return first_messages(self.system_prompt, self.step_line, task, first_step, max_env_steps)
 
     def parse(self, assistant_text: str, *, truncated: bool = False) -> ParsedAction:
         """Read the calls with `dialect` and validate them; never raises."""

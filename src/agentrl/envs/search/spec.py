@@ -17,7 +17,7 @@ from pathlib import Path
 from agentrl.algo.rewards import RewardFn
 from agentrl.chat import ChatRenderer
 from agentrl.config import CommonConfig
-from agentrl.config.envspec import Baseline, EnvSpec
+from agentrl.config.envspec import Baseline, BaselineFactory, EnvSpec
 from agentrl.core.env import EnvGroupFactory
 from agentrl.core.types import TaskInfo
 from agentrl.envs.search.tasks import SEARCH_SPLITS, SearchData
@@ -72,36 +72,26 @@ def _function_tools(protocol: ToolProtocol, policy: str) -> FunctionTools:
     return protocol
 
 
-def _solver(
-    *,
-    env_factory: EnvGroupFactory,
-    renderer: ChatRenderer,
-    protocol: ToolProtocol,
-    rollout: RolloutConfig,
-    reward_fn: RewardFn,
-) -> PlayFn:
-    from agentrl.envs.search.solver import solver_player
+def _baseline(policy: str) -> BaselineFactory:
+    """The `BaselineFactory` of the search baseline `policy` (`solver`, `nosearch`)."""
 
-    return solver_player(
-        env_factory=env_factory, renderer=renderer, protocol=_function_tools(protocol, "solver"),
-        rollout=rollout, reward_fn=reward_fn,
-    )  # fmt: skip
+    def player(
+        *,
+        env_factory: EnvGroupFactory,
+        renderer: ChatRenderer,
+        protocol: ToolProtocol,
+        rollout: RolloutConfig,
+        reward_fn: RewardFn,
+    ) -> PlayFn:
+        from agentrl.envs.search import solver
 
+        build = solver.solver_player if policy == "solver" else solver.nosearch_player
+        return build(
+            env_factory=env_factory, renderer=renderer,
+            protocol=_function_tools(protocol, policy), rollout=rollout, reward_fn=reward_fn,
+        )  # fmt: skip
 
-def _nosearch(
-    *,
-    env_factory: EnvGroupFactory,
-    renderer: ChatRenderer,
-    protocol: ToolProtocol,
-    rollout: RolloutConfig,
-    reward_fn: RewardFn,
-) -> PlayFn:
-    from agentrl.envs.search.solver import nosearch_player
-
-    return nosearch_player(
-        env_factory=env_factory, renderer=renderer, protocol=_function_tools(protocol, "nosearch"),
-        rollout=rollout, reward_fn=reward_fn,
-    )  # fmt: skip
+    return player
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -128,8 +118,8 @@ SPEC = EnvSpec(
     tool_protocol=_tool_protocol,
     reward=_reward,
     baselines=(
-        Baseline(policy="solver", plays="search questions", player=_solver),
-        Baseline(policy="nosearch", plays="search questions", player=_nosearch),
+        Baseline(policy="solver", plays="search questions", player=_baseline("solver")),
+        Baseline(policy="nosearch", plays="search questions", player=_baseline("nosearch")),
     ),
     config_fields=("data_root", "win_reward", "invalid_penalty"),
     generate=_generate,
