@@ -37,7 +37,10 @@ def eval_path(tmp_path: Path) -> Path:
         stop_reason=StopReason.MAX_STEPS,
         observation_prefix=HOSTILE,
     )
-    special = replace(special, reward_detail=f"{HOSTILE}\nSCORE: 7")
+    cut = replace(special.turns[3], new_segment=True, dropped_turns=2)  # a context window
+    special = replace(
+        special, reward_detail=f"{HOSTILE}\nSCORE: 7", turns=(*special.turns[:3], cut)
+    )
     games[1] = replace(games[1], reward_error="no usable judgement after 3 attempts")
     return write_eval_file(tmp_path / "eval.jsonl", "update 80", [*games, special])
 
@@ -53,6 +56,7 @@ def test_viewer_data_and_escaping(eval_path: Path) -> None:
     assert isinstance(turns, list) and isinstance(turns[1], dict)
     assert turns[1]["action"] is None and turns[1]["observation"] is None
     assert turns[1]["error"] == "no_call: no <tool_call> found"
+    assert [t["cut"] for t in turns if isinstance(t, dict)] == [0, 0, 0, 2]
     html = render_html(read_eval_file(eval_path))
     assert html.count("</script>") == 2  # only the page's own two script elements
     assert "<img" not in html
@@ -174,6 +178,10 @@ def test_rendered_page_in_headless_chromium(eval_path: Path) -> None:
     assert cells[1][1].startswith("(no valid call) no_call")
     assert "(state not advanced)" in cells[1][3]
     assert HOSTILE.replace("\u2028", "") in cells[0][3].replace("\u2028", "")
+    (marker,) = by_id("turns").find(lambda n: n.attrs.get("class") == "context-cut")
+    assert "context cut: turns 1\u20132 are left out" in marker.all_text()
+    table = by_id("turns").find(lambda n: n.tag == "tr")
+    assert table.index(marker) == table.index(rows[3]) - 1  # just before the cut turn
     # the hostile observation did not become markup
     assert not dom.find(lambda n: n.tag == "img")
     assert not by_id("turns").find(lambda n: n.tag == "b")

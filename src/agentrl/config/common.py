@@ -109,6 +109,18 @@ class CommonConfig(BaseModel):
     max_assistant_tokens: int = Field(
         2_048, ge=1, description="maximum new tokens per assistant turn"
     )
+    context_window: int | None = Field(
+        None,
+        ge=1,
+        description="keep the first messages and only the last N turns in each prompt (a cut "
+        "prompt starts a new training segment; default: the whole history, the recipe)",
+    )
+    context_slack: int = Field(
+        0,
+        ge=0,
+        description="with --context-window N: let the prompt grow by this many turns before "
+        "it is cut back to N (fewer re-rendered prompts; 0: cut every turn past N)",
+    )
     temperature: float = Field(1.0, ge=0.0, description="sampling temperature")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling top-p, in (0, 1]")
     seed: int = Field(42, ge=0, description="random seed (game order, sampling, LoRA init)")
@@ -208,6 +220,11 @@ class CommonConfig(BaseModel):
                 f"max_assistant_tokens ({self.max_assistant_tokens}) must be smaller than "
                 f"max_trajectory_tokens ({self.max_trajectory_tokens}): one turn must fit in "
                 "the trajectory budget"
+            )
+        if self.context_slack and self.context_window is None:
+            raise ValueError(
+                f"context_slack ({self.context_slack}) needs --context-window N: the slack is "
+                "how far a windowed prompt may grow before it is cut back to N turns"
             )
         return self
 

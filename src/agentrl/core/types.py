@@ -277,6 +277,9 @@ class Turn:
     cannot be extended): this turn starts a new training segment (datum)."""
     more_tool_messages: tuple[Message, ...] = ()
     """Tool messages after `tool_message` when the turn made several calls (one per call)."""
+    dropped_turns: int = 0
+    """Earlier turns of the episode that this turn's prompt left out (a context policy cut
+    them, `agentrl.rollout.context`); 0: the prompt holds the whole history."""
 
     @property
     def tool_messages(self) -> tuple[Message, ...]:

@@ -40,6 +40,7 @@ def _episode(episode_id: str, r: TrajectoryRecord) -> JsonObject:
                 "observation": turn.observation,
                 "env_error": r.error if i == last and r.stop_reason == "env_error" else None,
                 "text": turn.assistant_text,
+                "cut": turn.dropped_turns if turn.new_segment else 0,
                 "calls": [
                     {"name": c.name, "arguments": dict(c.arguments), "output": c.output}
                     for c in turn.calls or ()

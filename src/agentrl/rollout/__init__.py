@@ -1,15 +1,20 @@
 """The rollout engine: K branches of one game sampled concurrently, exact token prefixes.
 
-`config` (`RolloutConfig`), `turn` (one turn of one branch), `engine` (`rollout_group`,
-`rollout_batch`) and `players` (`model_player`, `ReplySampler`).
+`config` (`RolloutConfig`), `context` (`ContextPolicy`: `FullHistory`, `RecentTurns`), `turn`
+(one turn of one branch), `engine` (`rollout_group`, `rollout_batch`) and `players`
+(`model_player`, `ReplySampler`).
 """
 
 from agentrl.rollout.config import RolloutConfig, SamplerFailure
+from agentrl.rollout.context import ContextPolicy, FullHistory, RecentTurns
 from agentrl.rollout.engine import rollout_batch, rollout_group
 from agentrl.rollout.players import PlayFn, ReplySampler, model_player
 
 __all__ = [
+    "ContextPolicy",
+    "FullHistory",
     "PlayFn",
+    "RecentTurns",
     "ReplySampler",
     "RolloutConfig",
     "SamplerFailure",

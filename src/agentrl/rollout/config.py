@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from agentrl.backends.base import SamplingParams
 from agentrl.core.types import CutReply, StepCounting
+from agentrl.rollout.context import ContextPolicy, FullHistory
 
 __all__ = ["RolloutConfig", "SamplerFailure"]
 
@@ -42,6 +43,10 @@ class RolloutConfig:
     """Seconds before the first retry; doubled for each further retry."""
     sample_timeout: float | None = None
     """Seconds one sampling request may take (None: no limit); a timeout counts as a failure."""
+    context: ContextPolicy = field(default_factory=FullHistory)
+    """Which earlier turns each prompt holds (`agentrl.rollout.context`): the whole history
+    (the recipe) or, e.g., `RecentTurns(5)`, the first messages and the last 5 turns (a cut
+    prompt starts a new segment, so trained tokens stay sampled tokens)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -58,6 +63,11 @@ class RolloutConfig:
             raise ValueError(
                 f"RolloutConfig.sample_timeout must be a positive number of seconds or None "
                 f"(no limit), got {self.sample_timeout}"
+            )
+        if not isinstance(self.context, ContextPolicy):
+            raise TypeError(
+                f"RolloutConfig.context must be a ContextPolicy (FullHistory(), "
+                f"RecentTurns(n)), got {type(self.context).__name__}"
             )
 
 

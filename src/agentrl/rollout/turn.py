@@ -154,6 +154,10 @@ class Branch:
     error: str | None = None
     new_segment: bool = False
     """The current prompt was re-rendered (it starts a new segment)."""
+    turn_starts: list[int] = field(default_factory=list)
+    """Per turn played, the index in `messages` of its assistant message."""
+    context_start: int = 0
+    """The first turn the current prompt holds (earlier ones were cut by the context policy)."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +245,9 @@ async def play_turn(
         env_step=step,
         state_key=branch.current.state_key,
         new_segment=branch.new_segment,
+        dropped_turns=branch.context_start,
     )
+    branch.turn_starts.append(len(branch.messages))
     branch.messages.append(Message(role="assistant", content=text))
     if stop is None:
         result = ToolResult(
@@ -252,7 +258,7 @@ async def play_turn(
             max_env_steps=config.max_env_steps,
         )
         messages = tool_messages(setup.protocol, result)
-        extension, fresh = _next_prompt(branch, completion, messages, setup)
+        extension, fresh, start = _next_prompt(branch, completion, messages, setup)
         length = len(extension) + (0 if fresh else len(branch.prompt) + len(completion.tokens))
         if length >= config.max_trajectory_tokens:
             stop = StopReason.TOKEN_BUDGET
@@ -265,6 +271,7 @@ async def play_turn(
                 branch.prompt.extend(completion.tokens)
                 branch.prompt.extend(extension)
             branch.new_segment = fresh
+            branch.context_start = start
             if step is not None:
                 branch.current = step
     branch.turns.append(turn)
@@ -273,17 +280,26 @@ async def play_turn(
 
 def _next_prompt(
     branch: Branch, completion: Completion, messages: Sequence[Message], setup: TurnSetup
-) -> tuple[list[int], bool]:
-    """What the next prompt needs and whether it starts a new segment: the tokens that extend
-    the last prompt after the completion (`ChatRenderer.continuation`), or a fresh render of the
-    conversation where the template cannot be extended."""
+) -> tuple[list[int], bool, int]:
+    """What the next prompt needs, whether it starts a new segment and the first turn it holds:
+    the tokens that extend the last prompt after the completion (`ChatRenderer.continuation`),
+    or a fresh render of the conversation where the template cannot be extended or the context
+    policy cuts earlier turns (the first messages and the turns it keeps)."""
     renderer = setup.renderer
-    if not renderer.segments:
+    played = len(branch.turn_starts)
+    keep = setup.config.context.keep(played - branch.context_start)
+    if keep is not None and keep < 1:
+        raise ValueError(f"{setup.config.context!r}.keep() returned {keep}; it must keep >= 1 turn")
+    if keep is None and not renderer.segments:
         try:
-            return renderer.continuation(completion.tokens, messages), False
+            return renderer.continuation(completion.tokens, messages), False, branch.context_start
         except ChatTemplateError as exc:
             log.warning("cannot extend the prompt (%s); starting a new segment", exc)
-    return renderer.segment_prompt([*branch.messages, *messages], setup.protocol.tools), True
+    start = branch.context_start if keep is None else max(branch.context_start, played - keep)
+    head = branch.messages[: branch.turn_starts[0]]
+    kept = branch.messages[branch.turn_starts[start] :]
+    prompt = renderer.segment_prompt([*head, *kept, *messages], setup.protocol.tools)
+    return prompt, True, start
 
 
 def turn_params(setup: TurnSetup, max_tokens: int, *key: int | str) -> SamplingParams:

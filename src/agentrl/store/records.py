@@ -113,6 +113,13 @@ class TurnRecord(_Record):
     calls: list[CallRecord] | None = Field(
         default=None, description="the turn's tool calls, in order (function-tool turns only)"
     )
+    new_segment: bool = Field(
+        default=False,
+        description="the prompt was rendered afresh (a new training segment), not extended",
+    )
+    dropped_turns: int = Field(
+        default=0, description="earlier turns this turn's prompt left out (a context policy)"
+    )
 
 
 class TrajectoryRecord(_Record):
@@ -181,6 +188,8 @@ class TrajectoryRecord(_Record):
                     state_key=turn.state_key,
                     logprobs=list(turn.logprobs) if include_tokens else None,
                     calls=_call_records(turn.parsed.calls, step),
+                    new_segment=turn.new_segment,
+                    dropped_turns=turn.dropped_turns,
                 )
             )
         statuses = [t.status for t in trajectory.turns]
@@ -308,6 +317,8 @@ def _turn_from_record(record: TurnRecord, error: str | None) -> Turn:
         env_step=step,
         tool_message=message,
         state_key=record.state_key,
+        new_segment=record.new_segment,
+        dropped_turns=record.dropped_turns,
     )
 
 

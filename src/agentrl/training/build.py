@@ -27,7 +27,7 @@ from agentrl.config import (
     WandbMode,
 )
 from agentrl.reporting.sinks import MetricSink, make_sinks
-from agentrl.rollout import RolloutConfig
+from agentrl.rollout import ContextPolicy, FullHistory, RecentTurns, RolloutConfig
 from agentrl.tools import ToolProtocol
 from agentrl.training.checkpoints import METRICS_FILE, resolve_model_path
 
@@ -38,6 +38,7 @@ __all__ = [
     "TINY_MODEL",
     "TINY_MODEL_SEED",
     "check_credentials",
+    "context_policy",
     "eval_sampler_for",
     "local_backend_for",
     "renderer_for",
@@ -121,7 +122,15 @@ def rollout_config_for(
         step_counting=config.step_counting,
         cut_reply=config.cut_reply,
         sampling=sampling,
+        context=context_policy(config),
     )
+
+
+def context_policy(config: CommonConfig) -> ContextPolicy:
+    """`--context-window N` (with `--context-slack`) as a policy; the whole history without."""
+    if config.context_window is None:
+        return FullHistory()
+    return RecentTurns(config.context_window, config.context_slack)
 
 
 def train_sinks(config: TrainConfig, *, console: bool = True) -> MetricSink:

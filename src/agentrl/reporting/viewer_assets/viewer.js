@@ -111,6 +111,10 @@
         });
         if (t.env_error) { shown.push(el("pre", { text: "[env error] " + t.env_error })); }
       }
+      if (t.cut) {
+        table.appendChild(el("tr", { "class": "context-cut" }, [el("td", { colspan: "4",
+          text: "context cut: turns 1\u2013" + t.cut + " are left out of the prompts from here on" })]));
+      }
       table.appendChild(el("tr", { "class": "turn", "data-status": t.status }, [
         el("td", { "class": "n", text: String(t.n) }),
         el("td", { "class": "action" }, [action]),
