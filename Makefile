@@ -10,6 +10,8 @@ EXTRAS ?= all
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.agentrl-installed
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist): one per CPU; `make test PYTEST_WORKERS=0` runs in one process.
+PYTEST_WORKERS ?= auto
 # `make demo` replaces its earlier results in runs/demo (the generated games are reused).
 DEMO_ARGS ?= --overwrite
 
@@ -59,10 +61,10 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(VENV)/site
 
 test: sandbox-host lint typecheck docs
-	$(BIN)/python -m pytest -m "not slow and not live" --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not live" -n $(PYTEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -m "slow and not live" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "slow and not live" -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 $(VLLM_STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VLLM_VENV)

@@ -90,7 +90,11 @@ def test_non_json_arguments_are_malformed(dialect: ToolCallDialect) -> None:
     assert parsed.error is not None and parsed.error.kind is ParseErrorKind.MALFORMED, parsed
 
 
-@pytest.mark.parametrize("dialect", [d for d in ALL if d.think or d.name == "harmony"], ids=str)
+@pytest.mark.parametrize(
+    "dialect",
+    [d for d in ALL if d.think or d.name == "harmony"],
+    ids=lambda d: d.name,
+)
 def test_calls_inside_reasoning_are_ignored(dialect: ToolCallDialect) -> None:
     mention = dialect.write(CALL)
     if dialect.name == "harmony":  # control tokens cannot occur inside a message: plain text
