@@ -35,17 +35,18 @@ from typing import Any
 import learning_runs
 
 from agentrl.recipes.learning import LearningSetup
-from agentrl.recipes.vault import VAULT, VAULT_SMOKE
+from agentrl.recipes.vault import THREADS, VAULT, VAULT_SMOKE
 
 Run = dict[str, Any]
-FETCH_SHAPE = LearningSetup(max_steps=VAULT.max_steps)
-"""The fetch recipe's model, warm start and RL settings on the vault task."""
+FETCH_MODEL = dict(hidden_size=64, heads=4, games_per_batch=8, group_size=8, sft_batch=32)
+"""The fetch recipe's model, batch and warm-start batch (`agentrl.recipes.fetch.BENCHMARK`)."""
 
 
 def _fetch_setup(setup: LearningSetup) -> LearningSetup:
-    """The vault run with the fetch recipe's settings (same seed, budget and games)."""
-    keep = ("seed", "updates", "eval_every", "max_steps", "train_games", "eval_games")
-    return replace(FETCH_SHAPE, **{name: getattr(setup, name) for name in keep})
+    """The vault run with the fetch recipe's model and batch (same seed, budget and games)."""
+    if setup.updates <= VAULT_SMOKE.updates:  # the smoke size keeps its tiny batch
+        return replace(setup, hidden_size=64, heads=4)
+    return replace(setup, **FETCH_MODEL)  # type: ignore[arg-type]
 
 
 VARIANTS: dict[str, Callable[[LearningSetup], LearningSetup]] = {
@@ -142,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/learning_vault"))
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--threads", type=int, default=THREADS, help="torch threads per run")
     parser.add_argument("--size", choices=("benchmark", "smoke"), default="benchmark")
     parser.add_argument("--updates", type=int, default=None, help="override the update count")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["recipe"])

@@ -16,6 +16,7 @@ from pathlib import Path
 from agentrl.recipes.fetch import BENCHMARK, SMOKE, LearningSetup, fetch_learning_env
 from agentrl.recipes.learning import EvalPoint, LearningResult, learn, plot_learning
 from agentrl.recipes.learning_env import LearningEnv, learning_env_from_spec
+from agentrl.recipes.vault import THREADS as VAULT_THREADS
 from agentrl.recipes.vault import VAULT, VAULT_SMOKE, vault_learning_env
 
 __all__ = [
@@ -39,6 +40,8 @@ class LearnPreset:
     """A plumbing run of seconds (tests, `--short`)."""
     env: Callable[[LearningSetup], LearningEnv]
     """The `LearningEnv` of a setup."""
+    threads: int = 1
+    """Torch threads of a run."""
 
 
 GENERIC = LearningSetup(max_steps=8, train_games=256, eval_games=16)
@@ -46,7 +49,7 @@ GENERIC = LearningSetup(max_steps=8, train_games=256, eval_games=16)
 
 LEARN_PRESETS: dict[str, LearnPreset] = {
     "toy-fetch": LearnPreset("toy-fetch", BENCHMARK, SMOKE, fetch_learning_env),
-    "toy-vault": LearnPreset("toy-vault", VAULT, VAULT_SMOKE, vault_learning_env),
+    "toy-vault": LearnPreset("toy-vault", VAULT, VAULT_SMOKE, vault_learning_env, VAULT_THREADS),
 }
 """The tuned presets by env name."""
 
@@ -96,15 +99,15 @@ def run_learn(
     *,
     on_point: Callable[[EvalPoint], None] | None = None,
 ) -> LearningResult:
-    """Run the recipe on `preset`'s env with `setup` (one torch thread: the small model is
-    fastest on one, the games run beside it); writes `out/result.json` and `out/learning.png`
-    (the run's checkpoint goes under `out/run`)."""
+    """Run the recipe on `preset`'s env with `setup` (`preset.threads` torch threads: the fetch
+    model is fastest on one, the games run beside it); writes `out/result.json` and
+    `out/learning.png` (the run's checkpoint goes under `out/run`)."""
     import asyncio
 
     import torch
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(preset.threads)
     try:
         env = preset.env(setup)
         result = asyncio.run(learn(env, setup, out / "run", on_point=on_point))
