@@ -70,7 +70,7 @@ def check_datums(trajectory: Trajectory) -> int:
     datums = trajectory_to_datums(trajectory, [1.0] * len(trajectory.turns))
     starts = [i for i, t in enumerate(trajectory.turns) if i == 0 or t.new_segment]
     assert len(datums) == len(starts)
-    for datum, first, end in zip(datums, starts, [*starts[1:], len(trajectory.turns)]):
+    for datum, first, end in zip(datums, starts, [*starts[1:], len(trajectory.turns)], strict=True):
         turns = trajectory.turns[first:end]
         trained = datum.target_tokens[datum.mask == 1.0]
         sampled = [token for turn in turns for token in turn.completion_tokens]
@@ -153,5 +153,5 @@ def test_the_cli_flags_build_the_policy() -> None:
     assert context_policy(windowed) == RecentTurns(5, 2)
     rollout = rollout_config_for(windowed, 4, windowed.sampling_params())
     assert rollout.context == RecentTurns(5, 2)
-    with pytest.raises(ValueError, match="context_slack .* needs --context-window"):
+    with pytest.raises(ValueError, match=r"context_slack \(2\) needs --context-window"):
         TrainConfig(**base, context_slack=2)

@@ -39,7 +39,7 @@ VAULT = LearningSetup(
 )
 """`benchmarks/learning_vault.py` and `agentrl learn --env toy-vault` (about 15 minutes per
 seed on two threads; held-out success 24% -> 64% ± 24% over 3 seeds, not yet the 90%+ of the
-fetch task: docs/learning.md, the vault task). What differs from the fetch recipe, and why (docs/learning.md, the vault task):
+fetch task: docs/learning.md, the vault task). What differs from the fetch recipe, and why:
 a wider model with more heads (hidden 128, 8 heads of 16: the fetch model's 64 / 4 stays at
 the random level), 16 games of 4 per update (more games, same cost as 8 x 8), no spare reply
 (`rooms + 1` replies: with a spare one the model learns to write the code as an invalid
