@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from rollout_engine import HEADING
+from rollout_engine import ScriptedSampler
 
 from agentrl.backends.base import SamplingParams
 from agentrl.chat import ChatRenderer
@@ -62,24 +62,10 @@ from agentrl.rollout import (
 )
 
 
-class KeyedAdmissibleSampler:
-    """Replies with an admissible action of the prompt's last tool message, drawn with the
-    request's keyed seed (the same draws whatever the prompt looks like)."""
-
-    def __init__(self, tokenizer: Any, renderer: ChatRenderer) -> None:
-        self.tokenizer = tokenizer
-        self.protocol = alfworld_tool_protocol()
-        self.stop = renderer.stop_tokens[0]
-        self._open = tokenizer.convert_tokens_to_ids("<tool_response>")
-
-    def _actions(self, prompt: Sequence[int]) -> list[str]:
-        tail = list(prompt[-900:])
-        if self._open in tail:  # only the last tool message
-            tail = tail[len(tail) - 1 - tail[::-1].index(self._open) :]
-        text = self.tokenizer.decode(tail, skip_special_tokens=False)
-        block = text.rsplit(HEADING, 1)[-1].split("</tool_response>", 1)[0]
-        block = block.split("<|im_end|>", 1)[0]
-        return [line.strip() for line in block.strip().splitlines() if line.strip()] or ["look"]
+class KeyedAdmissibleSampler(ScriptedSampler):
+    """Replies with an admissible action of the prompt's last tool message (read as
+    `rollout_engine.ScriptedSampler` reads it), drawn with the request's keyed seed: the same
+    draws whatever the prompt looks like."""
 
     async def sample(
         self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
