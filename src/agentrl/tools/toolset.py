@@ -9,7 +9,7 @@ each call's result comes back as its own tool message, in the same order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agentrl.chat.dialects.base import ToolCallDialect
@@ -27,7 +27,13 @@ from agentrl.core.types import (
 from agentrl.tools.functions import FunctionTool, ToolArgumentError
 from agentrl.tools.protocol import ToolResult, parse_with_dialect
 
-__all__ = ["FunctionTools", "call_summary", "first_messages"]
+__all__ = [
+    "FunctionTools",
+    "call_summary",
+    "call_tool_messages",
+    "check_tool_calls",
+    "first_messages",
+]
 
 _SHOWN = 40
 
@@ -43,6 +49,63 @@ def call_summary(calls: Sequence[ToolCall]) -> str:
             args.append(f"{key}={text!r}")
         parts.append(f"{call.name}({', '.join(args)})")
     return "; ".join(parts)
+
+
+def check_tool_calls(
+    calls: Sequence[ToolCall],
+    *,
+    max_calls: int,
+    validator: Callable[[str], Callable[[ToolCall], object] | None],
+    known: Sequence[str],
+) -> ParsedAction:
+    """Validate a turn's calls: at least one, at most `max_calls`, each naming a tool
+    (`validator(name)`: its argument check, None for an unknown name; `known`: the names an
+    error lists) with valid arguments. The first bad call fails the turn; never raises."""
+    if not calls:
+        return ParsedAction.failure(ParseErrorKind.NO_CALL, "no tool call found")
+    if len(calls) > max_calls:
+        return ParsedAction.failure(
+            ParseErrorKind.MULTIPLE_CALLS,
+            f"{len(calls)} tool calls; make at most {max_calls} per turn",
+        )
+    for index, call in enumerate(calls):
+        check = validator(call.name)
+        where = f"call {index + 1} ({call.name})" if len(calls) > 1 else call.name
+        if check is None:
+            return ParsedAction.failure(
+                ParseErrorKind.UNKNOWN_TOOL,
+                f"unknown tool {call.name!r}; known: {', '.join(known)}",
+            )
+        try:
+            check(call)
+        except ToolArgumentError as exc:
+            return ParsedAction.failure(ParseErrorKind.INVALID_ARGUMENTS, f"{where}: {exc}")
+        except Exception as exc:  # a validator bug must not kill the rollout
+            detail = f"{where}: arguments rejected ({type(exc).__name__}: {exc})"
+            return ParsedAction.failure(ParseErrorKind.INVALID_ARGUMENTS, detail)
+    return ParsedAction(action=call_summary(calls), calls=tuple(calls))
+
+
+def call_tool_messages(
+    result: ToolResult, *, step_line: str, invalid_text: str
+) -> tuple[Message, ...]:
+    """One message per call (its output), the step counter after the last; one error message
+    (`invalid_text` with the parse error's detail) for an invalid turn."""
+    counter = step_line.format(step=result.env_steps, max_steps=result.max_env_steps)
+    parsed = result.parsed
+    if result.status is TurnStatus.INVALID_FORMAT or not parsed.calls:
+        detail = parsed.error.detail if parsed.error is not None else "no call"
+        text = invalid_text.format(detail=detail)
+        return (Message(role="tool", content=f"{text}\n{counter}"),)
+    outputs = list(result.step.outputs)
+    if len(outputs) != len(parsed.calls):  # an env that reports one text for the turn
+        outputs = [result.step.observation] + [""] * (len(parsed.calls) - 1)
+    messages = []
+    for index, (call, output) in enumerate(zip(parsed.calls, outputs, strict=True)):
+        last = index == len(outputs) - 1
+        content = f"{output}\n{counter}" if last else output
+        messages.append(Message(role="tool", content=content, name=call.name))
+    return tuple(messages)
 
 
 def first_messages(
@@ -108,48 +171,18 @@ class FunctionTools:
 
     def check_calls(self, calls: Sequence[ToolCall]) -> ParsedAction:
         """Validate each call against its tool's schema; the first bad one fails the turn."""
-        if not calls:
-            return ParsedAction.failure(ParseErrorKind.NO_CALL, "no tool call found")
-        if len(calls) > self.max_calls:
-            return ParsedAction.failure(
-                ParseErrorKind.MULTIPLE_CALLS,
-                f"{len(calls)} tool calls; make at most {self.max_calls} per turn",
-            )
-        for index, call in enumerate(calls):
-            function = self.function(call.name)
-            where = f"call {index + 1} ({call.name})" if len(calls) > 1 else call.name
-            if function is None:
-                known = ", ".join(f.name for f in self.functions)
-                return ParsedAction.failure(
-                    ParseErrorKind.UNKNOWN_TOOL, f"unknown tool {call.name!r}; known: {known}"
-                )
-            try:
-                function.validate(call)
-            except ToolArgumentError as exc:
-                return ParsedAction.failure(ParseErrorKind.INVALID_ARGUMENTS, f"{where}: {exc}")
-            except Exception as exc:  # a validator bug must not kill the rollout
-                detail = f"{where}: arguments rejected ({type(exc).__name__}: {exc})"
-                return ParsedAction.failure(ParseErrorKind.INVALID_ARGUMENTS, detail)
-        return ParsedAction(action=call_summary(calls), calls=tuple(calls))
+
+        def validator(name: str) -> Callable[[ToolCall], object] | None:
+            function = self.function(name)
+            return None if function is None else function.validate
+
+        known = [f.name for f in self.functions]
+        return check_tool_calls(calls, max_calls=self.max_calls, validator=validator, known=known)
 
     def tool_messages(self, result: ToolResult) -> tuple[Message, ...]:
         """One message per call (its output), the step counter after the last; one error
         message for an invalid turn."""
-        counter = self.step_line.format(step=result.env_steps, max_steps=result.max_env_steps)
-        parsed = result.parsed
-        if result.status is TurnStatus.INVALID_FORMAT or not parsed.calls:
-            detail = parsed.error.detail if parsed.error is not None else "no call"
-            text = self.invalid_text.format(detail=detail)
-            return (Message(role="tool", content=f"{text}\n{counter}"),)
-        outputs = list(result.step.outputs)
-        if len(outputs) != len(parsed.calls):  # an env that reports one text for the turn
-            outputs = [result.step.observation] + [""] * (len(parsed.calls) - 1)
-        messages = []
-        for index, (call, output) in enumerate(zip(parsed.calls, outputs, strict=True)):
-            last = index == len(outputs) - 1
-            content = f"{output}\n{counter}" if last else output
-            messages.append(Message(role="tool", content=content, name=call.name))
-        return tuple(messages)
+        return call_tool_messages(result, step_line=self.step_line, invalid_text=self.invalid_text)
 
     def tool_message(self, result: ToolResult) -> Message:
         """The turn's first tool message (`tool_messages` has them all)."""

@@ -13,7 +13,7 @@ each tool message one call's output, the last one of a turn followed by the step
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agentrl.chat.dialects.base import ToolCallDialect
@@ -24,16 +24,14 @@ from agentrl.core.types import (
     JsonValue,
     Message,
     ParsedAction,
-    ParseErrorKind,
     TaskInfo,
     ToolCall,
-    TurnStatus,
 )
 from agentrl.envs.mcp.config import McpServer
 from agentrl.envs.mcp.schema import McpTool
 from agentrl.envs.mcp.session import McpSession
 from agentrl.tools import FunctionTool, ToolArgumentError, ToolResult, parse_with_dialect
-from agentrl.tools.toolset import call_summary, first_messages
+from agentrl.tools.toolset import call_tool_messages, check_tool_calls, first_messages
 
 __all__ = ["McpTools"]
 
@@ -162,47 +160,18 @@ class McpTools:
 
     def check_calls(self, calls: Sequence[ToolCall]) -> ParsedAction:
         """Validate each call against its tool's schema; the first bad one fails the turn."""
-        if not calls:
-            return ParsedAction.failure(ParseErrorKind.NO_CALL, "no tool call found")
-        if len(calls) > self.max_calls:
-            return ParsedAction.failure(
-                ParseErrorKind.MULTIPLE_CALLS,
-                f"{len(calls)} tool calls; make at most {self.max_calls} per turn",
-            )
-        for index, call in enumerate(calls):
-            where = f"call {index + 1} ({call.name})" if len(calls) > 1 else call.name
-            if self.remote_tool(call.name) is None and self.local_tool(call.name) is None:
-                known = ", ".join([*(t.name for t in self.remote), *(f.name for f in self.local)])
-                return ParsedAction.failure(
-                    ParseErrorKind.UNKNOWN_TOOL, f"unknown tool {call.name!r}; known: {known}"
-                )
-            try:
-                self._check(call)
-            except ToolArgumentError as exc:
-                return ParsedAction.failure(ParseErrorKind.INVALID_ARGUMENTS, f"{where}: {exc}")
-            except Exception as exc:  # a validator bug must not kill the rollout
-                detail = f"{where}: arguments rejected ({type(exc).__name__}: {exc})"
-                return ParsedAction.failure(ParseErrorKind.INVALID_ARGUMENTS, detail)
-        return ParsedAction(action=call_summary(calls), calls=tuple(calls))
+
+        def validator(name: str) -> Callable[[ToolCall], object] | None:
+            known = self.remote_tool(name) is not None or self.local_tool(name) is not None
+            return self._check if known else None
+
+        known = [*(t.name for t in self.remote), *(f.name for f in self.local)]
+        return check_tool_calls(calls, max_calls=self.max_calls, validator=validator, known=known)
 
     def tool_messages(self, result: ToolResult) -> tuple[Message, ...]:
         """One message per call (its output), the step counter after the last; one error
         message for an invalid turn."""
-        counter = self.step_line.format(step=result.env_steps, max_steps=result.max_env_steps)
-        parsed = result.parsed
-        if result.status is TurnStatus.INVALID_FORMAT or not parsed.calls:
-            detail = parsed.error.detail if parsed.error is not None else "no call"
-            text = self.invalid_text.format(detail=detail)
-            return (Message(role="tool", content=f"{text}\n{counter}"),)
-        outputs = list(result.step.outputs)
-        if len(outputs) != len(parsed.calls):
-            outputs = [result.step.observation] + [""] * (len(parsed.calls) - 1)
-        messages = []
-        for index, (call, output) in enumerate(zip(parsed.calls, outputs, strict=True)):
-            last = index == len(outputs) - 1
-            content = f"{output}\n{counter}" if last else output
-            messages.append(Message(role="tool", content=content, name=call.name))
-        return tuple(messages)
+        return call_tool_messages(result, step_line=self.step_line, invalid_text=self.invalid_text)
 
     def tool_message(self, result: ToolResult) -> Message:
         """The turn's first tool message (`tool_messages` has them all)."""
