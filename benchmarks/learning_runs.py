@@ -1,11 +1,11 @@
 """Shared machinery of the learning benchmarks (`learning.py`: estimators, `losses.py`: losses).
 
 A *variant* is a name and a change to `agentrl.recipes.learning.LearningSetup`; every (variant,
-seed) runs `agentrl.recipes.learning.run_learning` in its own process with one torch thread
-(`--jobs` at a time), writing `runs/<variant>-seed<k>.json`. The parent then writes the curves
-(PNG: held-out success per update, mean over seeds with a min-max band, the random policy
-dashed), a markdown table, which pairwise differences exceed seed noise, and the one-line
-summary.
+seed) runs `agentrl.recipes.learning.run_learning` in its own process with `--threads` torch
+threads (default 1; `--jobs` at a time), writing `runs/<variant>-seed<k>.json`. The parent then
+writes the curves (PNG: held-out success per update, mean over seeds with a min-max band, the
+random policy dashed), a markdown table, which pairwise differences exceed seed noise, and the
+one-line summary.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser, variants: Sequence[str], out:
     """The options both benchmarks share (and the hidden worker options)."""
     parser.add_argument("--out", type=Path, default=Path(out))
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
-    parser.add_argument("--jobs", type=int, default=2, help="runs at once (one CPU thread each)")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at once")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--size", choices=SIZES, default="benchmark")
     parser.add_argument("--updates", type=int, default=None, help="override the update count")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -60,7 +61,7 @@ def worker(args: argparse.Namespace, variants: Mapping[str, Variant]) -> None:
 
     from agentrl.recipes.learning import fetch_tokenizer, run_learning
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     setup = variants[args.variant](base_setup(args.size, args.seed, args.updates))
     name = f"{args.variant}-seed{args.seed}"
 
@@ -77,7 +78,8 @@ def worker(args: argparse.Namespace, variants: Mapping[str, Variant]) -> None:
 def run_all(
     script: Path, args: argparse.Namespace, names: Sequence[str]
 ) -> tuple[dict[str, list[Run]], float]:
-    """Every (variant, seed) of `names`, `args.jobs` at a time; results and wall minutes."""
+    """Every (variant, seed) of `names`, `args.jobs` at a time (`args.threads` torch threads
+    each); results and wall minutes."""
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     jobs = [(name, seed) for name in names for seed in range(args.seeds)]
@@ -92,11 +94,13 @@ def run_all(
 def _launch(script: Path, args: argparse.Namespace, variant: str, seed: int) -> Run:
     command = [sys.executable, str(script), "--worker", "--out", str(args.out)]
     command += ["--size", args.size, "--variant", variant, "--seed", str(seed)]
+    command += ["--threads", str(args.threads)]
     if args.updates:
         command += ["--updates", str(args.updates)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    threads = str(args.threads)
+    env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
     with log.open("w") as handle:
         code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
     if code != 0:
@@ -129,7 +133,8 @@ def success(run: Run, index: int) -> float:
     return float(_curve(run)[index]["success"])
 
 
-def _first_at(run: Run, level: float) -> int | None:
+def first_at(run: Run, level: float) -> int | None:
+    """The first update whose held-out success reaches `level` (None: never)."""
     return next((int(p["update"]) for p in _curve(run) if p["success"] >= level), None)
 
 
@@ -146,7 +151,7 @@ def table(results: Mapping[str, list[Run]], label: str) -> str:
         after = [success(r, -1) for r in runs]
         mean, std = mean_std(after)
         area = mean_std([_area(r) for r in runs])[0]
-        firsts = ", ".join(str(_first_at(r, 0.9) or "-") for r in runs)
+        firsts = ", ".join(str(first_at(r, 0.9) or "-") for r in runs)
         minutes = mean_std([float(r["seconds"]) / 60 for r in runs])[0]
         lines.append(
             f"| {name} | {len(runs)} | {rand:.1%} | {before:.1%} | {mean:.1%} ± {std:.1%} | "

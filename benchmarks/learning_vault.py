@@ -23,11 +23,7 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -83,32 +79,6 @@ def _worker(args: argparse.Namespace) -> None:
     (args.out / "runs" / f"{name}.json").write_text(json.dumps(data, indent=2))
 
 
-def _launch(args: argparse.Namespace, variant: str, seed: int) -> Run:
-    command = [sys.executable, __file__, "--worker", "--out", str(args.out), "--size", args.size]
-    command += ["--variant", variant, "--seed", str(seed), "--threads", str(args.threads)]
-    command += ["--updates", str(args.updates)] if args.updates else []
-    log = args.out / "logs" / f"{variant}-seed{seed}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    threads = str(args.threads)
-    env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
-    with log.open("w") as handle:
-        code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
-    if code != 0:
-        raise RuntimeError(f"{variant} seed {seed} failed (exit {code}); see {log}")
-    run: Run = json.loads((args.out / "runs" / f"{variant}-seed{seed}.json").read_text())
-    print(
-        f"done {variant} seed {seed}: {learning_runs.success(run, 0):.2f} -> "
-        f"{learning_runs.success(run, -1):.2f}",
-        flush=True,
-    )
-    return run
-
-
-def _first_at(run: Run, level: float) -> str:
-    updates = [int(p["update"]) for p in run["curve"] if p["success"] >= level]
-    return str(updates[0]) if updates else "-"
-
-
 def per_seed_table(results: dict[str, list[Run]]) -> str:
     """Markdown: one row per run, then each variant's mean ± std (sample) and min-max."""
     lines = [
@@ -121,7 +91,8 @@ def per_seed_table(results: dict[str, list[Run]]) -> str:
             lines.append(
                 f"| {name} | {run['setup']['seed']} | {run['random_success']:.1%} | "
                 f"{learning_runs.success(run, 0):.1%} | {learning_runs.success(run, -1):.1%} | "
-                f"{_first_at(run, 0.9)} | {run['seconds'] / 60:.1f} | {run['load_at_end']:.1f} |"
+                f"{learning_runs.first_at(run, 0.9) or '-'} | {run['seconds'] / 60:.1f} | "
+                f"{run['load_at_end']:.1f} |"
             )
         cells = []
         for value in (
@@ -156,15 +127,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.worker:
         _worker(args)
         return
-    started = time.perf_counter()
-    args.out.mkdir(parents=True, exist_ok=True)
-    jobs = [(v, s) for v in args.variants for s in range(args.seeds)]
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        done = list(pool.map(lambda job: _launch(args, *job), jobs))
-    results: dict[str, list[Run]] = {}
-    for (variant, _), run in zip(jobs, done, strict=True):
-        results.setdefault(variant, []).append(run)
-    minutes = (time.perf_counter() - started) / 60
+    results, minutes = learning_runs.run_all(Path(__file__), args, args.variants)
     title = "vault task: held-out success (mean over seeds, min-max band)"
     learning_runs.plot(results, args.out / "learning_vault.png", title)
     text = [per_seed_table(results), ""]
