@@ -9,15 +9,16 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agentrl.algo.metrics import episode_stats
 from agentrl.chat import ChatRenderer
 from agentrl.config import TrainConfig
 from agentrl.datums import trajectory_to_datums
 from agentrl.envs.toy import make_toy_group, toy_tasks, toy_tool_protocol
-from agentrl.rollout import FullHistory, RecentTurns, RolloutConfig, rollout_group
+from agentrl.rollout import FullHistory, RecentTurns, RolloutConfig, SummarizedTurns, rollout_group
 from agentrl.store.records import TrajectoryRecord
 from agentrl.testing import PolicySampler, synthetic_logprobs
 from agentrl.training.build import context_policy, rollout_config_for
-from agentrl.types import StopReason, Trajectory
+from agentrl.types import StopReason, Trajectory, TurnStatus
 
 PROTOCOL = toy_tool_protocol()
 TASK = toy_tasks(1, seed=0)[0]  # key 1 on shelf 1, target bin 1, start at drawer 1
@@ -155,3 +156,109 @@ def test_the_cli_flags_build_the_policy() -> None:
     assert rollout.context == RecentTurns(5, 2)
     with pytest.raises(ValueError, match=r"context_slack \(2\) needs --context-window"):
         TrainConfig(**base, context_slack=2)
+
+
+SUMMARY_ASK = "summarize the episode so far"
+
+
+def summarizing_policy() -> Any:
+    """Actions in order; a prompt that asks for a summary gets `SUMMARY k: ...` instead."""
+    actions = iter(range(len(ACTIONS)))
+    summaries = iter(range(100))
+
+    def policy(prompt: str) -> str:
+        last_user = prompt.rsplit("<|im_start|>user", 1)[-1]
+        if SUMMARY_ASK in last_user:
+            return f"SUMMARY {next(summaries)}: the moves so far."
+        return reply(next(actions))
+
+    return policy
+
+
+async def play_summarized(tok: Any, renderer: ChatRenderer, policy: Any) -> Trajectory:
+    group = await rollout_group(
+        TASK,
+        env_factory=make_toy_group,
+        sampler=PolicySampler(tok, summarizing_policy()),
+        renderer=renderer,
+        protocol=PROTOCOL,
+        config=RolloutConfig(
+            group_size=1, max_env_steps=len(ACTIONS), context=policy, sampler_retries=0
+        ),
+    )
+    (trajectory,) = group.trajectories
+    return trajectory
+
+
+async def test_a_summarizing_window_trains_its_summaries_and_prompts_hold_them(
+    qwen_tokenizer: Any, renderer: ChatRenderer
+) -> None:
+    full = await play(qwen_tokenizer, renderer, config(FullHistory()))
+    trajectory = await play_summarized(qwen_tokenizer, renderer, SummarizedTurns(2))
+    assert trajectory.stop_reason is StopReason.WON, trajectory.error
+    kinds = ["S" if t.summary else "A" for t in trajectory.turns]
+    # a cut before the prompts of turns 3..7, each preceded by a summary
+    assert "".join(kinds) == "AAA" + "SA" * 5
+    actions = [t for t in trajectory.turns if not t.summary]
+    assert [t.status for t in actions] == [t.status for t in full.turns]
+    assert trajectory.env_steps == len(ACTIONS)
+    summaries = [t for t in trajectory.turns if t.summary]
+    for k, turn in enumerate(summaries):
+        assert turn.status is TurnStatus.SUMMARY and turn.env_step is None
+        assert turn.new_segment and turn.assistant_text.startswith(f"SUMMARY {k}:")
+        text = qwen_tokenizer.decode(list(turn.prompt_tokens))
+        assert SUMMARY_ASK in text.rsplit("<|im_start|>user", 1)[-1]
+        if k:  # the summary accumulates: it sees the previous one
+            assert f"SUMMARY {k - 1}:" in text
+    for t, turn in enumerate(actions):
+        text = qwen_tokenizer.decode(list(turn.prompt_tokens))
+        assert (f"SUMMARY {t - 3}:" in text) is (t >= 3), t  # the latest summary
+        for earlier in range(t):
+            assert (f"move number {earlier}." in text) is (earlier >= t - 2), (t, earlier)
+        assert SUMMARY_ASK not in text
+    assert check_datums(trajectory) == 1 + 2 * 5  # every trained token is a sampled token
+    stats = episode_stats([trajectory])
+    assert stats.mean_turns == len(ACTIONS) and stats.tool_format_rate == 1.0
+    record = TrajectoryRecord.from_json(TrajectoryRecord.from_trajectory(trajectory).to_json())
+    assert ["S" if t.status is TurnStatus.SUMMARY else "A" for t in record.turns] == kinds
+    assert [t.summary for t in record.to_trajectory().turns] == [k == "S" for k in kinds]
+
+
+async def test_a_failed_summary_ends_the_branch_as_a_sampler_error(
+    qwen_tokenizer: Any, renderer: ChatRenderer
+) -> None:
+    class NoSummaries(PolicySampler):
+        async def sample(self, prompt_tokens: Any, num_samples: int, params: Any) -> Any:
+            text = qwen_tokenizer.decode(list(prompt_tokens))
+            if SUMMARY_ASK in text.rsplit("<|im_start|>user", 1)[-1]:
+                raise ConnectionError("summary service down")
+            return await super().sample(prompt_tokens, num_samples, params)
+
+    played = iter(range(len(ACTIONS)))
+    group = await rollout_group(
+        TASK,
+        env_factory=make_toy_group,
+        sampler=NoSummaries(qwen_tokenizer, lambda _prompt: reply(next(played))),
+        renderer=renderer,
+        protocol=PROTOCOL,
+        config=RolloutConfig(
+            group_size=1,
+            max_env_steps=len(ACTIONS),
+            context=SummarizedTurns(2),
+            sampler_retries=0,
+        ),
+    )
+    (trajectory,) = group.trajectories
+    assert trajectory.stop_reason is StopReason.SAMPLER_ERROR
+    assert "summary service down" in (trajectory.error or "")
+    assert len(trajectory.turns) == 3  # the turn before the cut is kept; no summary turn
+
+
+def test_the_summary_flags_build_the_policy() -> None:
+    base = {"env": "toy", "base_model": "tiny", "backend": "local"}
+    chosen = TrainConfig(**base, context_window=4, context_summary=True, context_summary_tokens=64)
+    assert context_policy(chosen) == SummarizedTurns(4, 0, 64)
+    with pytest.raises(ValueError, match="context_summary needs --context-window"):
+        TrainConfig(**base, context_summary=True)
+    with pytest.raises(ValueError, match="max_tokens >= 1"):
+        SummarizedTurns(2, max_tokens=0)

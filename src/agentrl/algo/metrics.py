@@ -152,7 +152,7 @@ def episode_stats(trajectories: Iterable[Trajectory]) -> EpisodeStats:
         return EpisodeStats()
     scored = [t.reward for t in items if t.reward_error is None]
     rewards = np.array(scored or [0.0], dtype=np.float64)
-    turns = [turn for t in items for turn in t.turns]
+    turns = [turn for t in items for turn in t.turns if not turn.summary]  # actions only
     parsed = [turn for turn in turns if turn.parsed.ok]
     admissible = sum(1 for turn in parsed if not turn.status.is_invalid)
     reasons: dict[str, int] = {}

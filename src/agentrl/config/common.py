@@ -121,6 +121,14 @@ class CommonConfig(BaseModel):
         description="with --context-window N: let the prompt grow by this many turns before "
         "it is cut back to N (fewer re-rendered prompts; 0: cut every turn past N)",
     )
+    context_summary: bool = Field(
+        False,
+        description="with --context-window N: before each cut the model writes a summary of "
+        "the episode (a sampled, trained turn) that later prompts hold",
+    )
+    context_summary_tokens: int = Field(
+        256, ge=1, description="with --context-summary: the most tokens of one summary"
+    )
     temperature: float = Field(1.0, ge=0.0, description="sampling temperature")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling top-p, in (0, 1]")
     seed: int = Field(42, ge=0, description="random seed (game order, sampling, LoRA init)")
@@ -220,6 +228,11 @@ class CommonConfig(BaseModel):
                 f"max_assistant_tokens ({self.max_assistant_tokens}) must be smaller than "
                 f"max_trajectory_tokens ({self.max_trajectory_tokens}): one turn must fit in "
                 "the trajectory budget"
+            )
+        if self.context_summary and self.context_window is None:
+            raise ValueError(
+                "context_summary needs --context-window N: a summary is written when the "
+                "window cuts earlier turns"
             )
         if self.context_slack and self.context_window is None:
             raise ValueError(

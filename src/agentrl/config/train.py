@@ -23,10 +23,13 @@ from agentrl.config.names import BackendName, BehaviourLogprobs, EstimatorName, 
 from agentrl.config.plugins import EstimatorOptions, make_estimator
 from agentrl.config.presets import CPU_SMALL_COMMON, CPU_SMALL_TRAIN
 
-__all__ = ["DEFAULT_DUAL_CLIP", "TrainConfig"]
+__all__ = ["DEFAULT_ASYNC_TIS_CAP", "DEFAULT_DUAL_CLIP", "TrainConfig"]
 
 DEFAULT_DUAL_CLIP = 3.0
 """The dual-clip cap off-policy training uses unless told otherwise (verl's default)."""
+DEFAULT_ASYNC_TIS_CAP = 2.0
+"""The importance-weight cap (pi_prox / pi_behav) of asynchronous training at staleness >= 1
+on the local backend unless told otherwise."""
 
 
 class TrainConfig(CommonConfig):
@@ -73,19 +76,36 @@ class TrainConfig(CommonConfig):
     )
     kl_estimator: KLEstimator = Field(KLEstimator.K3, description="KL estimator: k1 or k3")
     tis_cap: float | None = Field(
-        None, gt=0.0, description="local: truncated importance weight cap (trainer / sampler)"
+        None,
+        gt=0.0,
+        description="local: truncated importance weight cap (trainer / sampler); default: 2 "
+        "with --async-rollouts and --max-staleness >= 1 (decoupled PPO), else off",
     )
     dual_clip: float | None = Field(
         None,
         ge=0.0,
         description="local: cap the ratio of negative-advantage tokens at C (dual-clip PPO); "
-        "default: 3 when --max-steps-off-policy >= 1, else off; 0 disables",
+        "default: 3 when off-policy (--max-steps-off-policy >= 1, or --async-rollouts with "
+        "--max-staleness >= 1), else off; 0 disables",
     )
     max_steps_off_policy: int = Field(
         0, ge=0, description="k: sample up to k updates ahead while training (0: synchronous)"
     )
     stale_groups: StalePolicy = Field(
-        StalePolicy.DROP, description="a group older than k updates: drop or resample"
+        StalePolicy.DROP,
+        description="a group older than k updates (or --max-staleness): drop or resample",
+    )
+    async_rollouts: bool = Field(
+        False,
+        description="generate continuously (partial rollouts): each turn samples the newest "
+        "weights, an update trains the first games_per_batch groups to finish, bounded by "
+        "--max-staleness (replaces --max-steps-off-policy)",
+    )
+    max_staleness: int = Field(
+        1,
+        ge=0,
+        description="--async-rollouts: the most updates a trained token may lag the weights "
+        "it trains (0: exactly the synchronous run)",
     )
     dynamic_sampling_budget: int = Field(
         0, ge=0, description="extra games per update to replace degenerate groups (DAPO; 0: off)"
@@ -177,6 +197,24 @@ class TrainConfig(CommonConfig):
         return self
 
     @model_validator(mode="after")
+    def _check_async(self) -> Self:
+        if not self.async_rollouts:
+            return self
+        clash = []
+        if self.max_steps_off_policy > 0:
+            clash.append(f"--max-steps-off-policy {self.max_steps_off_policy} (async replaces it)")
+        if self.stream_groups:
+            clash.append("--stream-groups (an async update's groups are known only when done)")
+        if self.dynamic_sampling_budget > 0:
+            clash.append("--dynamic-sampling-budget (not implemented for async rollouts)")
+        if clash:
+            raise ValueError(
+                f"--async-rollouts cannot be combined with {'; '.join(clash)}; drop them, or "
+                "use --no-async-rollouts"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_dual_clip(self) -> Self:
         if self.dual_clip is not None and 0 < self.dual_clip <= 1:
             raise ValueError(
@@ -229,17 +267,35 @@ class TrainConfig(CommonConfig):
             norm_constant=constant,
             kl_coef=self.kl_coef,
             kl_estimator=self.kl_estimator,
-            tis_cap=self.tis_cap,
+            tis_cap=self.resolved_tis_cap(),
             dual_clip=self.resolved_dual_clip(),
         )
+
+    @property
+    def off_policy(self) -> bool:
+        """Whether trained tokens may come from older weights: k-step pipelining (k >= 1) or
+        asynchronous rollouts with `max_staleness >= 1`."""
+        return self.max_steps_off_policy >= 1 or (self.async_rollouts and self.max_staleness >= 1)
 
     def resolved_dual_clip(self) -> float | None:
         """The dual-clip cap in use: the given one (0: off), else `DEFAULT_DUAL_CLIP` when
         training off-policy on the local backend (the services have no such setting)."""
         if self.dual_clip is not None:
             return self.dual_clip or None
-        if self.max_steps_off_policy >= 1 and self.backend is BackendName.LOCAL:
+        if self.off_policy and self.backend is BackendName.LOCAL:
             return DEFAULT_DUAL_CLIP
+        return None
+
+    def resolved_tis_cap(self) -> float | None:
+        """The truncated-importance cap in use: the given one, else `DEFAULT_ASYNC_TIS_CAP`
+        with asynchronous rollouts at `max_staleness >= 1` on the local backend. That makes
+        the loss decoupled PPO: the ratio is taken against the proximal policy (the weights
+        being trained, `sg(logp)`) and each token is weighted by `min(pi_prox / pi_behav, cap)`
+        with its own sampling version's behaviour logprobs (docs/losses-and-offpolicy.md)."""
+        if self.tis_cap is not None:
+            return self.tis_cap
+        if self.async_rollouts and self.max_staleness >= 1 and self.backend is BackendName.LOCAL:
+            return DEFAULT_ASYNC_TIS_CAP
         return None
 
     def advantage_estimator(self, reward_fn: Reward | None = None) -> AdvantageEstimator:

@@ -79,6 +79,9 @@ class TurnStatus(StrEnum):
     environment ended the episode on that step: `Turn.ended` keeps that fact)."""
     EXECUTED = "executed"
     """The action was executed; the episode goes on."""
+    SUMMARY = "summary"
+    """A summary the context policy asked for before cutting the prompt
+    (`agentrl.rollout.context.SummarizedTurns`): no action, the environment was not stepped."""
 
     @property
     def is_invalid(self) -> bool:
@@ -201,6 +204,13 @@ class Completion:
     prefix cache), when it reports them; None means unknown and the rollout counts the whole
     prompt. For a `num_samples=K` request a sampler reports the shared prefill on one
     completion (the others 0) or splits it."""
+    weights_version: int | None = None
+    """The sampler's own count of weight changes when it generated this completion, reported
+    by samplers whose weights change under them (the local one: `ModelEngine.version`);
+    None: the weights the sampler was created with."""
+    policy_version: int | None = None
+    """The policy version (training updates completed) whose weights sampled this completion,
+    set by `agentrl.backends.versions.VersionedSampler`; None: not tracked."""
 
     def __post_init__(self) -> None:
         if self.prefill_tokens is not None and self.prefill_tokens < 0:
@@ -280,6 +290,16 @@ class Turn:
     dropped_turns: int = 0
     """Earlier turns of the episode that this turn's prompt left out (a context policy cut
     them, `agentrl.rollout.context`); 0: the prompt holds the whole history."""
+    policy_version: int | None = None
+    """The policy version (training updates completed) whose weights sampled this turn's
+    completion; its logprobs are that version's behaviour logprobs. None: not tracked (a
+    sampler used outside a trainer)."""
+
+    @property
+    def summary(self) -> bool:
+        """True for a context-policy summary turn (status `summary`): sampled and trained, but
+        not an action; episode statistics leave it out."""
+        return self.status is TurnStatus.SUMMARY
 
     @property
     def tool_messages(self) -> tuple[Message, ...]:

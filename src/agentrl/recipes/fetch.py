@@ -63,6 +63,10 @@ class LearningSetup:
     max_steps_off_policy: int = 0
     """0: the recipe's synchronous loop; 1: sampled by the previous update's weights, so the
     ratio differs from 1 and the losses differ (`benchmarks/losses.py`)."""
+    async_rollouts: bool = False
+    """Asynchronous rollouts (partial rollouts under `max_staleness`,
+    `agentrl.training.asynchronous`); `benchmarks/learning_async.py` compares them."""
+    max_staleness: int = 1
     full_finetune: bool = True
     """Train every weight of the from-scratch model (else LoRA of `lora_rank`)."""
     lora_rank: int = 32

@@ -276,6 +276,8 @@ async def learn(
             norm_constant=setup.norm_constant,
             tis_cap=setup.tis_cap,
             max_steps_off_policy=setup.max_steps_off_policy,
+            async_rollouts=setup.async_rollouts,
+            max_staleness=setup.max_staleness,
             seed=setup.seed,
             run_dir=run_dir,
             save_every=setup.updates,
@@ -306,14 +308,17 @@ async def learn(
     curve = [await evaluate(0)]
     train_success: list[float] = []
     degenerate = 0
-    for number in range(1, setup.updates + 1):
-        metrics = await trainer.update(number)
-        train_success.append(metrics.stats.success_rate)
-        degenerate += metrics.degenerate_groups
-        if on_update is not None:
-            on_update(metrics)
-        if number % setup.eval_every == 0 or number == setup.updates:
-            curve.append(await evaluate(number))
+    try:
+        for number in range(1, setup.updates + 1):
+            metrics = await trainer.update(number)
+            train_success.append(metrics.stats.success_rate)
+            degenerate += metrics.degenerate_groups
+            if on_update is not None:
+                on_update(metrics)
+            if number % setup.eval_every == 0 or number == setup.updates:
+                curve.append(await evaluate(number))
+    finally:
+        await trainer.close()  # rollouts still running ahead (k >= 1, async) are cancelled
     extra = {} if env.random_success is None else {"random_success_exact": env.random_success}
     return LearningResult(
         setup=setup,

@@ -1,13 +1,19 @@
 """The rollout engine: K branches of one game sampled concurrently, exact token prefixes.
 
-`config` (`RolloutConfig`), `context` (`ContextPolicy`: `FullHistory`, `RecentTurns`), `turn`
-(one turn of one branch), `engine` (`rollout_group`, `rollout_batch`) and `players`
-(`model_player`, `ReplySampler`).
+`config` (`RolloutConfig`), `context` (`ContextPolicy`: `FullHistory`, `RecentTurns`,
+`SummarizedTurns`), `turn` (one turn of one branch), `engine` (`rollout_group`,
+`rollout_batch`) and `players` (`model_player`, `ReplySampler`).
 """
 
 from agentrl.rollout.config import RolloutConfig, SamplerFailure
-from agentrl.rollout.context import ContextPolicy, FullHistory, RecentTurns
-from agentrl.rollout.engine import rollout_batch, rollout_group
+from agentrl.rollout.context import (
+    ContextPolicy,
+    FullHistory,
+    RecentTurns,
+    SummarizedTurns,
+    SummaryPolicy,
+)
+from agentrl.rollout.engine import group_id_at, rollout_batch, rollout_group
 from agentrl.rollout.players import PlayFn, ReplySampler, model_player
 
 __all__ = [
@@ -18,6 +24,9 @@ __all__ = [
     "ReplySampler",
     "RolloutConfig",
     "SamplerFailure",
+    "SummarizedTurns",
+    "SummaryPolicy",
+    "group_id_at",
     "model_player",
     "rollout_batch",
     "rollout_group",

@@ -51,9 +51,15 @@ from agentrl.rollout.turn import (
 )
 from agentrl.tools import ToolProtocol
 
-__all__ = ["rollout_batch", "rollout_group"]
+__all__ = ["group_id_at", "rollout_batch", "rollout_group"]
 
 log = logging.getLogger(__name__)
+
+
+def group_id_at(position: int, task: TaskInfo) -> str:
+    """The id of the group of `task` at `position` of a batch (`rollout_batch`); it keys the
+    group's sampling seeds (`agentrl.rollout.turn.turn_params`)."""
+    return f"{position}:{task.task_id}"
 
 
 async def _run_branch(
@@ -214,7 +220,7 @@ async def rollout_batch(
                 protocol=protocol,
                 config=config,
                 reward_fn=reward_fn,
-                group_id=f"{index}:{task.task_id}",
+                group_id=group_id_at(index, task),
             )
         if on_group is not None:
             maybe = on_group(group)

@@ -26,12 +26,15 @@ from agentrl.core.types import (
     EnvAction,
     EnvStep,
     Message,
+    ParsedAction,
+    ParseErrorKind,
     StepCounting,
     StopReason,
     Turn,
     TurnStatus,
 )
 from agentrl.rollout.config import RolloutConfig, SamplerFailure
+from agentrl.rollout.context import SummaryPolicy
 from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
 
 __all__ = ["Branch", "Stepper", "TurnSetup", "play_turn", "sample", "turn_params", "vocab_size"]
@@ -158,6 +161,9 @@ class Branch:
     """Per turn played, the index in `messages` of its assistant message."""
     context_start: int = 0
     """The first turn the current prompt holds (earlier ones were cut by the context policy)."""
+    summary: Message | None = None
+    """The latest summary of the cut turns (a user message every later prompt holds after
+    the first messages), with a summarizing context policy."""
 
 
 @dataclass(frozen=True)
@@ -246,9 +252,11 @@ async def play_turn(
         state_key=branch.current.state_key,
         new_segment=branch.new_segment,
         dropped_turns=branch.context_start,
+        policy_version=completion.policy_version,
     )
     branch.turn_starts.append(len(branch.messages))
     branch.messages.append(Message(role="assistant", content=text))
+    summary: Turn | None = None
     if stop is None:
         result = ToolResult(
             status=status,
@@ -258,47 +266,125 @@ async def play_turn(
             max_env_steps=config.max_env_steps,
         )
         messages = tool_messages(setup.protocol, result)
-        extension, fresh, start = _next_prompt(branch, completion, messages, setup)
-        length = len(extension) + (0 if fresh else len(branch.prompt) + len(completion.tokens))
-        if length >= config.max_trajectory_tokens:
-            stop = StopReason.TOKEN_BUDGET
-        else:
-            turn = replace(turn, tool_message=messages[0], more_tool_messages=messages[1:])
-            branch.messages.extend(messages)
-            if fresh:
-                branch.prompt = TokenBuffer(extension)
-            else:
-                branch.prompt.extend(completion.tokens)
-                branch.prompt.extend(extension)
-            branch.new_segment = fresh
-            branch.context_start = start
-            if step is not None:
-                branch.current = step
+        keep = _keep(branch, setup)
+        policy = config.context
+        if keep is not None and isinstance(policy, SummaryPolicy):
+            try:
+                summary = await _summary_turn(branch, messages, policy, setup)
+            except SamplerFailure as exc:
+                stop, branch.error = StopReason.SAMPLER_ERROR, str(exc)
+        if stop is None:
+            turn, stop = _extend(branch, turn, completion, step, messages, keep, setup)
     branch.turns.append(turn)
+    if summary is not None:
+        branch.turns.append(summary)
     branch.stop = stop
 
 
-def _next_prompt(
-    branch: Branch, completion: Completion, messages: Sequence[Message], setup: TurnSetup
-) -> tuple[list[int], bool, int]:
-    """What the next prompt needs, whether it starts a new segment and the first turn it holds:
-    the tokens that extend the last prompt after the completion (`ChatRenderer.continuation`),
-    or a fresh render of the conversation where the template cannot be extended or the context
-    policy cuts earlier turns (the first messages and the turns it keeps)."""
-    renderer = setup.renderer
+def _extend(
+    branch: Branch,
+    turn: Turn,
+    completion: Completion,
+    step: EnvStep | None,
+    messages: Sequence[Message],
+    keep: int | None,
+    setup: TurnSetup,
+) -> tuple[Turn, StopReason | None]:
+    """Move the branch to its next prompt (extended, or rendered afresh as a new segment);
+    `turn` with its tool messages, or a token-budget stop when that prompt would not fit."""
+    extension, fresh, start = _next_prompt(branch, completion, messages, keep, setup)
+    length = len(extension) + (0 if fresh else len(branch.prompt) + len(completion.tokens))
+    if length >= setup.config.max_trajectory_tokens:
+        return turn, StopReason.TOKEN_BUDGET
+    turn = replace(turn, tool_message=messages[0], more_tool_messages=tuple(messages[1:]))
+    branch.messages.extend(messages)
+    if fresh:
+        branch.prompt = TokenBuffer(extension)
+    else:
+        branch.prompt.extend(completion.tokens)
+        branch.prompt.extend(extension)
+    branch.new_segment = fresh
+    branch.context_start = start
+    if step is not None:
+        branch.current = step
+    return turn, None
+
+
+def _keep(branch: Branch, setup: TurnSetup) -> int | None:
+    """How many of the latest turns the next prompt keeps (None: no cut), from the context
+    policy."""
     played = len(branch.turn_starts)
     keep = setup.config.context.keep(played - branch.context_start)
     if keep is not None and keep < 1:
         raise ValueError(f"{setup.config.context!r}.keep() returned {keep}; it must keep >= 1 turn")
+    return keep
+
+
+def _context(branch: Branch, start: int) -> list[Message]:
+    """The conversation a fresh prompt renders: the first messages, the latest summary (if
+    any) and the turns from `start` on."""
+    head = branch.messages[: branch.turn_starts[0]]
+    summary = [] if branch.summary is None else [branch.summary]
+    return [*head, *summary, *branch.messages[branch.turn_starts[start] :]]
+
+
+async def _summary_turn(
+    branch: Branch, messages: Sequence[Message], policy: SummaryPolicy, setup: TurnSetup
+) -> Turn | None:
+    """Sample the summary a cut asks for (its own segment: the prompt as it stands, the turns
+    about to be dropped included, and the policy's instruction); None when that prompt leaves
+    no room in the trajectory budget (the cut then drops the turns unsummarized)."""
+    config, renderer = setup.config, setup.renderer
+    request = Message(role="user", content=policy.instruction)
+    conversation = [*_context(branch, branch.context_start), *messages, request]
+    prompt = renderer.segment_prompt(conversation, setup.protocol.tools)
+    room = config.max_trajectory_tokens - len(prompt)
+    if room < 2:
+        return None
+    params = turn_params(
+        setup, min(policy.max_tokens, room - 1), branch.index, len(branch.turns), "summary"
+    )
+    (completion,) = await sample(setup.sampler, prompt, 1, params, config, vocab_size(renderer))
+    prefill = completion.prefill_tokens
+    branch.prefill += len(prompt) if prefill is None else prefill
+    branch.completion_tokens += len(completion.tokens)
+    text = renderer.completion_text(completion.tokens)
+    branch.summary = Message(role="user", content=policy.summary_prefix + text)
+    return Turn(
+        prompt_tokens=TokenBuffer(prompt).prefix(),
+        completion_tokens=completion.tokens,
+        logprobs=completion.logprobs,
+        assistant_text=text,
+        parsed=ParsedAction.failure(ParseErrorKind.NO_CALL, "a context summary (no call)"),
+        status=TurnStatus.SUMMARY,
+        env_step=None,
+        new_segment=True,
+        dropped_turns=branch.context_start,
+        policy_version=completion.policy_version,
+    )
+
+
+def _next_prompt(
+    branch: Branch,
+    completion: Completion,
+    messages: Sequence[Message],
+    keep: int | None,
+    setup: TurnSetup,
+) -> tuple[list[int], bool, int]:
+    """What the next prompt needs, whether it starts a new segment and the first turn it holds:
+    the tokens that extend the last prompt after the completion (`ChatRenderer.continuation`),
+    or a fresh render of the conversation where the template cannot be extended or the context
+    policy cuts earlier turns (`keep`: the first messages, the latest summary and the turns it
+    keeps)."""
+    renderer = setup.renderer
+    played = len(branch.turn_starts)
     if keep is None and not renderer.segments:
         try:
             return renderer.continuation(completion.tokens, messages), False, branch.context_start
         except ChatTemplateError as exc:
             log.warning("cannot extend the prompt (%s); starting a new segment", exc)
     start = branch.context_start if keep is None else max(branch.context_start, played - keep)
-    head = branch.messages[: branch.turn_starts[0]]
-    kept = branch.messages[branch.turn_starts[start] :]
-    prompt = renderer.segment_prompt([*head, *kept, *messages], setup.protocol.tools)
+    prompt = renderer.segment_prompt([*_context(branch, start), *messages], setup.protocol.tools)
     return prompt, True, start
 
 

@@ -120,6 +120,11 @@ class TurnRecord(_Record):
     dropped_turns: int = Field(
         default=0, description="earlier turns this turn's prompt left out (a context policy)"
     )
+    policy_version: int | None = Field(
+        default=None,
+        description="training updates completed when the weights that sampled this turn were "
+        "current (None: not tracked)",
+    )
 
 
 class TrajectoryRecord(_Record):
@@ -190,6 +195,7 @@ class TrajectoryRecord(_Record):
                     calls=_call_records(turn.parsed.calls, step),
                     new_segment=turn.new_segment,
                     dropped_turns=turn.dropped_turns,
+                    policy_version=turn.policy_version,
                 )
             )
         statuses = [t.status for t in trajectory.turns]
@@ -319,6 +325,7 @@ def _turn_from_record(record: TurnRecord, error: str | None) -> Turn:
         state_key=record.state_key,
         new_segment=record.new_segment,
         dropped_turns=record.dropped_turns,
+        policy_version=record.policy_version,
     )
 
 

@@ -9,10 +9,12 @@ finished, and an idempotent `close()`. Use it in your own tests::
 `ScriptedSampler` (one script of replies per branch) and `PolicySampler` (replies from a
 function of the prompt text) are `Sampler`s without a model: they tokenize text replies with a
 real tokenizer, append the stop token, cut at `max_tokens`, give deterministic logprobs and can
-simulate a prefix cache (reporting `Completion.prefill_tokens`).
+simulate a prefix cache (reporting `Completion.prefill_tokens`). `RecordingBackend` keeps
+the datums a real backend was asked to train (`same_datums` compares two runs').
 """
 
 from agentrl.testing.env_check import EnvCheckError, EnvCheckReport, check_env_group
+from agentrl.testing.recording import RecordingBackend, same_datums
 from agentrl.testing.samplers import (
     KeyedPolicySampler,
     PolicySampler,
@@ -29,11 +31,13 @@ __all__ = [
     "EnvCheckReport",
     "KeyedPolicySampler",
     "PolicySampler",
+    "RecordingBackend",
     "SampleCall",
     "ScriptItem",
     "ScriptedSampler",
     "TextTokenizer",
     "check_env_group",
+    "same_datums",
     "synthetic_group",
     "synthetic_logprobs",
     "synthetic_trajectory",

@@ -27,7 +27,13 @@ from agentrl.config import (
     WandbMode,
 )
 from agentrl.reporting.sinks import MetricSink, make_sinks
-from agentrl.rollout import ContextPolicy, FullHistory, RecentTurns, RolloutConfig
+from agentrl.rollout import (
+    ContextPolicy,
+    FullHistory,
+    RecentTurns,
+    RolloutConfig,
+    SummarizedTurns,
+)
 from agentrl.tools import ToolProtocol
 from agentrl.training.checkpoints import METRICS_FILE, resolve_model_path
 
@@ -127,9 +133,14 @@ def rollout_config_for(
 
 
 def context_policy(config: CommonConfig) -> ContextPolicy:
-    """`--context-window N` (with `--context-slack`) as a policy; the whole history without."""
+    """`--context-window N` (with `--context-slack`, `--context-summary`) as a policy; the
+    whole history without."""
     if config.context_window is None:
         return FullHistory()
+    if config.context_summary:
+        return SummarizedTurns(
+            config.context_window, config.context_slack, config.context_summary_tokens
+        )
     return RecentTurns(config.context_window, config.context_slack)
 
 

@@ -49,6 +49,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -61,6 +62,7 @@ from agentrl.algo.advantages import (
     score_groups,
 )
 from agentrl.backends.base import Sampler
+from agentrl.backends.versions import VersionedSampler
 from agentrl.config import StalePolicy, TrainConfig
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.training.play import (
@@ -79,6 +81,7 @@ __all__ = [
     "RolloutFn",
     "ScoredHook",
     "UpdateGroups",
+    "UpdateSource",
     "extra_batch",
     "group_source_for",
     "play_tasks",
@@ -107,6 +110,21 @@ class UpdateGroups:
     def advantages(self) -> Advantages:
         """Their advantages, aligned with `groups`."""
         return advantages_of(self.scored)
+
+
+class UpdateSource(Protocol):
+    """Where a trainer's updates get their scored groups: `GroupSource` (synchronous, k-step
+    pipelining) or `agentrl.training.asynchronous.AsyncGroupSource` (partial rollouts)."""
+
+    async def take(
+        self, number: int, version: int, on_group: ScoredHook | None = None
+    ) -> UpdateGroups:
+        """The scored groups of update `number`; `version` = updates completed so far."""
+        ...
+
+    async def close(self) -> None:
+        """Cancel the rollouts still running (their groups are never trained)."""
+        ...
 
 
 class GroupSource:
@@ -166,7 +184,8 @@ class GroupSource:
         self, number: int, version: int, on_group: ScoredHook | None = None
     ) -> asyncio.Task[Rollout]:
         sampler = await self._sampler()  # taken now: before this update's training starts
-        work = self._call(self._games(number), sampler, version, f"update {number}", on_group)
+        versioned = VersionedSampler(sampler, version)
+        work = self._call(self._games(number), versioned, version, f"update {number}", on_group)
         return asyncio.ensure_future(work)
 
     def _call(
@@ -254,7 +273,7 @@ class GroupSource:
         label: str,
         on_group: ScoredHook | None = None,
     ) -> Rollout:
-        sampler = await self._sampler()
+        sampler = VersionedSampler(await self._sampler(), version)
         return await self._call(tasks, sampler, version, f"update {number} {label}", on_group)
 
     async def _replace_degenerate(

@@ -17,15 +17,18 @@ from agentrl.core.env import EnvGroupFactory
 from agentrl.core.progress import progress_bar
 from agentrl.core.seeds import derive_seed
 from agentrl.core.types import TaskInfo, TrajectoryGroup
-from agentrl.rollout import RolloutConfig, rollout_batch
+from agentrl.rollout import RolloutConfig, group_id_at, rollout_batch, rollout_group
 from agentrl.tools import ToolProtocol
 
 __all__ = [
     "DYNAMIC_SEED_OFFSET",
     "GroupHook",
+    "GroupPlayer",
     "Rollout",
     "RolloutFn",
     "extra_batch",
+    "labelled_config",
+    "play_group",
     "play_tasks",
     "task_batch",
 ]
@@ -91,6 +94,52 @@ def extra_batch(tasks: Sequence[TaskInfo], count: int, seed: int, number: int) -
     return task_batch(tasks, count, seed + DYNAMIC_SEED_OFFSET, number - 1)
 
 
+def labelled_config(config: RolloutConfig, label: str) -> RolloutConfig:
+    """`config` with its base sampling seed keyed by the rollout call's `label` (unchanged
+    without a seed)."""
+    if config.sampling.seed is None:
+        return config
+    keyed = derive_seed(config.sampling.seed, label)
+    return replace(config, sampling=replace(config.sampling, seed=keyed))
+
+
+class GroupPlayer(Protocol):
+    """`play(task, position, sampler, label)`: one group of `task`, as the group at `position`
+    of the rollout call `label` would be played by `play_tasks` (same seeds)."""
+
+    def __call__(
+        self, task: TaskInfo, position: int, sampler: Sampler, label: str
+    ) -> Awaitable[TrajectoryGroup]:
+        """The group, scored by the reward."""
+        ...
+
+
+async def play_group(
+    task: TaskInfo,
+    position: int,
+    sampler: Sampler,
+    label: str,
+    *,
+    env_factory: EnvGroupFactory,
+    renderer: ChatRenderer,
+    protocol: ToolProtocol,
+    config: RolloutConfig,
+    reward_fn: Reward,
+) -> TrajectoryGroup:
+    """One group of `task` (a `GroupPlayer` once the keyword arguments are bound): exactly the
+    group `play_tasks(..., label)` plays at `position`, seeds included."""
+    return await rollout_group(
+        task,
+        env_factory=env_factory,
+        sampler=sampler,
+        renderer=renderer,
+        protocol=protocol,
+        config=labelled_config(config, label),
+        reward_fn=reward_fn,
+        group_id=group_id_at(position, task),
+    )
+
+
 async def play_tasks(
     tasks: Sequence[TaskInfo],
     sampler: Sampler,
@@ -111,9 +160,7 @@ async def play_tasks(
     keyword arguments are bound; `max_concurrent` None or 0: every game at once). A base
     sampling seed is keyed by `label` (each rollout call
     of a run has its own), then per request by the rollout engine."""
-    if config.sampling.seed is not None:
-        keyed = derive_seed(config.sampling.seed, label)
-        config = replace(config, sampling=replace(config.sampling, seed=keyed))
+    config = labelled_config(config, label)
     bar = None
     if progress:
         bar = progress_bar(total=len(tasks), desc=f"{label} rollout", unit="game", leave=False)

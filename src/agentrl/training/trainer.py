@@ -26,11 +26,12 @@ re-raises. The run folder is locked while `run` goes (`agentrl.store.lock`).
 
 The trainer talks to the model only through `TrainingBackend` / `Sampler` and to the world only
 through an `EnvGroupFactory`. Where an update's groups come from (off-policy pipelining with
-`max_steps_off_policy = k`, dynamic sampling, straggler timings) is `agentrl.training.pipeline`:
-control runs one way, the trainer asks its `GroupSource` for scored groups and the source
-plays them with `play_tasks` (bound to the trainer's env factory, renderer, protocol, rollout
-config and reward), never calling back into the trainer. The env factory belongs to whoever
-built it: the trainer never closes it.
+`max_steps_off_policy = k`, dynamic sampling, straggler timings) is `agentrl.training.pipeline`,
+or with `async_rollouts` `agentrl.training.asynchronous` (partial rollouts under a staleness
+bound): control runs one way, the trainer asks its source for scored groups and the source
+plays them with `play_tasks` / `play_group` (bound to the trainer's env factory, renderer,
+protocol, rollout config and reward), never calling back into the trainer. The env factory
+belongs to whoever built it: the trainer never closes it.
 """
 
 from __future__ import annotations
@@ -68,12 +69,14 @@ from agentrl.training.pipeline import (
     GroupHook,
     Rollout,
     RolloutFn,
-    group_source_for,
+    UpdateSource,
     play_tasks,
     task_batch,
 )
+from agentrl.training.play import GroupPlayer, play_group
 from agentrl.training.preflight import check_token_budget
 from agentrl.training.resume import ORDER_FIELDS, run_state, start_run
+from agentrl.training.sources import update_source_for
 from agentrl.training.streaming import (
     GroupStreamer,
     check_streaming,
@@ -158,8 +161,22 @@ class Trainer:
             progress=progress,
         )
         """`play_tasks` bound to this run's env, renderer, protocol, budgets and reward."""
-        self.source = group_source_for(
-            config, self.tasks, self.play, self.backend.sampler, self.estimator
+        self.play_group: GroupPlayer = partial(
+            play_group,
+            env_factory=env_factory,
+            renderer=renderer,
+            protocol=protocol,
+            config=self.rollout,
+            reward_fn=self.reward_fn,
+        )
+        """`play_group` bound likewise: one game's group (asynchronous rollouts)."""
+        self.source: UpdateSource = update_source_for(
+            config,
+            self.tasks,
+            rollout=self.play,
+            player=self.play_group,
+            sampler=self.backend.sampler,
+            estimator=self.estimator,
         )
         self._uncommitted: CheckpointInfo | None = None
         if config.stream_groups:

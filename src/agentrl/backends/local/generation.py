@@ -264,6 +264,7 @@ def generate(
                 else CompletionStop.LENGTH,
                 # The shared prefill is reported once per request (the other samples: 0).
                 prefill_tokens=prefill_counts[index] if k == 0 else 0,
+                weights_version=engine.version,  # the lock is held: these weights made it
             )
             for k, row in enumerate(own)
         ]

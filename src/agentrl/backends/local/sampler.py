@@ -102,6 +102,12 @@ class LocalSampler:
         self._stats = SamplerStats()
 
     @property
+    def weights_version(self) -> int:
+        """The engine's weights counter now: this sampler always samples the live weights, and
+        each completion reports the counter of the weights that made it."""
+        return self.engine.version
+
+    @property
     def stats(self) -> SamplerStats:
         """A copy of the counters since creation or the last `reset_stats()`."""
         return replace(self._stats)
