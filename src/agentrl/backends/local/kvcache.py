@@ -56,6 +56,8 @@ class PrefixKVCache:
         self.max_tokens = max_tokens
         self.min_match = min_match
         self._entries: dict[int, _Entry] = {}
+        self._stored = 0
+        """Tokens held by all entries (kept up to date: summing them is O(entries))."""
         self._next_id = 0
         self._tick = 0
         self.stats = CacheStats()
@@ -66,11 +68,12 @@ class PrefixKVCache:
     @property
     def stored_tokens(self) -> int:
         """Tokens held by all entries."""
-        return sum(e.tokens.size for e in self._entries.values())
+        return self._stored
 
     def clear(self) -> None:
         """Drop every entry (e.g. after the weights changed)."""
         self._entries.clear()
+        self._stored = 0
         self.stats.stored_tokens = 0
         self.stats.entries = 0
 
@@ -101,6 +104,7 @@ class PrefixKVCache:
         entry = self._entries[best_id]
         if usable == entry.tokens.size:
             del self._entries[best_id]
+            self._stored -= entry.tokens.size
             self._sync_stats()
         else:
             entry.tick = self._bump()
@@ -118,6 +122,7 @@ class PrefixKVCache:
         if keys.shape[0] != 1 or keys.shape[2] != array.size:
             raise ValueError(f"KV of shape {tuple(keys.shape)} does not match {array.size} tokens")
         self._entries[self._next_id] = _Entry(tokens=array, kv=kv, tick=self._bump())
+        self._stored += array.size
         self._next_id += 1
         self._evict()
         self._sync_stats()
@@ -127,10 +132,9 @@ class PrefixKVCache:
         return self._tick
 
     def _evict(self) -> None:
-        total = self.stored_tokens
-        while total > self.max_tokens and self._entries:
+        while self._stored > self.max_tokens and self._entries:
             oldest = min(self._entries, key=lambda i: self._entries[i].tick)
-            total -= self._entries.pop(oldest).tokens.size
+            self._stored -= self._entries.pop(oldest).tokens.size
             self.stats.evictions += 1
 
     def _sync_stats(self) -> None:
