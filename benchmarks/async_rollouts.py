@@ -24,7 +24,9 @@ The last line is
     same_tokens_staleness0=true ...
 
 (simulation seconds per update, medians over repeats; speed-up: median of the per-repeat
-ratios, its min alongside; then the local figures).
+ratios, its min alongside; then the local figures, and the share of the asynchronous runs'
+groups that were dropped as too stale: the slow games, whose early turns are older than the
+bound by the time they end).
 
     python benchmarks/async_rollouts.py [--updates 10] [--repeats 3]
 """
@@ -43,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from offpolicy import PROTOCOL, Clock, SimBackend, SimCosts
+from offpolicy import Clock, SimBackend, SimCosts, run_one
 
 from agentrl.backends.base import SamplingParams
 from agentrl.chat.tokenizers import build_qwen_tokenizer
@@ -51,13 +53,12 @@ from agentrl.config import TrainConfig
 from agentrl.core.types import Completion
 from agentrl.reporting.sinks import Reportable
 from agentrl.testing import RecordingBackend, same_datums
-from agentrl.testing.signal import HashReward
-from agentrl.training import recipe
-from agentrl.training.trainer import Trainer
 
 COSTS = SimCosts(decode_per_token=0.002, fb_per_token=0.00001)
 """The simulation's costs: a normal episode of 6 turns takes about 1 s, a slow one 5 s;
 training an update about 0.5 s (printed at the start)."""
+GAMES = 8
+"""Games per update in the simulation."""
 MODES = {
     "sync": {},
     "pipelined": {"max_steps_off_policy": 1},
@@ -123,75 +124,56 @@ class DropClock(Clock):
         self.carried.append(float(sampling.get("async/carried", 0.0)))
 
 
+def run_config(run_dir: Path, updates: int, **fields: Any) -> TrainConfig:
+    """A toy run on the tiny model with `fields` on top (no checkpoints, no rollout file)."""
+    values: dict[str, Any] = dict(
+        base_model="tiny",
+        backend="local",
+        device="cpu",
+        env="toy",
+        max_steps=updates,
+        save_every=10_000,
+        save_rollouts=False,
+        run_dir=run_dir,
+    )
+    return TrainConfig.model_validate(values | fields)
+
+
 def sim_config(run_dir: Path, updates: int, mode: str) -> TrainConfig:
     """The simulated run of one mode: 8 games x 4 branches, up to 6 turns."""
-    return TrainConfig.model_validate(
-        dict(
-            base_model="tiny",
-            backend="local",
-            device="cpu",
-            env="toy",
-            max_steps=updates,
-            games_per_batch=8,
-            group_size=4,
-            max_episode_steps=6,
-            max_assistant_tokens=64,
-            max_trajectory_tokens=3000,
-            save_every=10_000,
-            save_rollouts=False,
-            run_dir=run_dir,
-            **MODES[mode],
-        )
+    return run_config(
+        run_dir,
+        updates,
+        games_per_batch=GAMES,
+        group_size=4,
+        max_episode_steps=6,
+        max_assistant_tokens=64,
+        max_trajectory_tokens=3000,
+        **MODES[mode],
     )
 
 
 def local_config(run_dir: Path, updates: int, **mode: Any) -> TrainConfig:
     """A small local run (tiny model, hash rewards)."""
-    return TrainConfig.model_validate(
-        dict(
-            base_model="tiny",
-            backend="local",
-            device="cpu",
-            env="toy",
-            max_steps=updates,
-            games_per_batch=4,
-            group_size=3,
-            max_episode_steps=2,
-            max_assistant_tokens=12,
-            max_trajectory_tokens=1500,
-            learning_rate=5e-3,
-            lora_rank=4,
-            save_every=10_000,
-            save_rollouts=False,
-            run_dir=run_dir,
-            **mode,
-        )
+    return run_config(
+        run_dir,
+        updates,
+        games_per_batch=4,
+        group_size=3,
+        max_episode_steps=2,
+        max_assistant_tokens=12,
+        max_trajectory_tokens=1500,
+        learning_rate=5e-3,
+        lora_rank=4,
+        **mode,
     )
 
 
-def trainer_for(
-    config: TrainConfig, backend: Any, tokenizer: Any, local: bool, clock: Clock
-) -> Trainer:
-    """A trainer on the toy env reporting to `clock` (hash rewards on the local backend)."""
-    return Trainer(
-        config=config,
-        backend=backend,
-        env_factory=recipe.env_factory_for(config),
-        tasks=recipe.tasks_for(config, ["train"]),
-        renderer=recipe.renderer_for(tokenizer, PROTOCOL),
-        protocol=PROTOCOL,
-        reward_fn=HashReward() if local else None,
-        sinks=clock,
-        progress=False,
-    )
-
-
-async def run_sim(tmp: Path, tokenizer: Any, mode: str, args: argparse.Namespace) -> Clock:
+async def run_sim(tmp: Path, tokenizer: Any, mode: str, args: argparse.Namespace) -> DropClock:
     """One simulated run of `mode`."""
     backend = LongTailBackend(tokenizer, args.slow_fraction, args.slow_factor)
     clock = DropClock()
-    config = sim_config(tmp / mode, args.updates, mode)
-    await trainer_for(config, backend, tokenizer, False, clock).run()
+    await run_one(backend, tokenizer, sim_config(tmp / mode, args.updates, mode), False, clock)
     share = backend.long_tail.slow_requests / max(backend.long_tail.requests, 1)
     median, low = clock.per_update()
     print(
@@ -219,8 +201,7 @@ async def local_runs(tmp: Path, tokenizer: Any, updates: int) -> dict[str, Any]:
             tokenizer, seed=config.seed, device="cpu", checkpoint_dir=tmp / f"ck-{name}"
         )
         backend = RecordingBackend(inner)
-        clock = Clock()
-        await trainer_for(config, backend, tokenizer, True, clock).run()
+        clock = await run_one(backend, tokenizer, config, True)
         runs[name] = (backend, inner, clock)
         median, low = clock.per_update()
         print(f"  local {name}: {median:.3f} s/update median, {low:.3f} min", flush=True)
@@ -257,6 +238,7 @@ async def main() -> None:
         print(f"  {name} = {value} s")
     print(f"  {args.slow_fraction:.0%} of games {args.slow_factor:g}x slower per turn")
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    dropped: dict[str, list[float]] = {mode: [] for mode in MODES}
     speedups: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
@@ -265,6 +247,8 @@ async def main() -> None:
             for mode in MODES:
                 clock = await run_sim(tmp / f"r{repeat}", tokenizer, mode, args)
                 times[mode].append(clock.per_update()[0])
+                trained = args.updates * GAMES
+                dropped[mode].append(clock.dropped / (clock.dropped + trained))
             speedups.append(times["sync"][-1] / times["async_s1"][-1])
         print("LOCAL backend (tiny model on this CPU):", flush=True)
         local = await local_runs(tmp, tokenizer, args.local_updates)
@@ -281,7 +265,9 @@ async def main() -> None:
         f"speedup_async_s1_min={min(speedups):.2f} "
         f"same_tokens_staleness0={str(local['same_tokens_staleness0']).lower()} "
         f"local_sync_s_per_update={local['local_sync_s']:.3f} "
-        f"local_async_s1={local['local_async_s1']:.3f}"
+        f"local_async_s1={local['local_async_s1']:.3f} "
+        f"dropped_share_s1={statistics.median(dropped['async_s1']):.3f} "
+        f"dropped_share_s2={statistics.median(dropped['async_s2']):.3f}"
     )
 
 

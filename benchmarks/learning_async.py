@@ -5,7 +5,9 @@ Every variant trains the fetch task of `agentrl.recipes.learning` (the warm star
 seeds and update count of `benchmarks/learning.py`): `sync` is the recipe's loop; `async_s1`
 and `async_s2` play with `async_rollouts=True` and `max_staleness` 1 / 2 (partial rollouts:
 each turn samples the newest weights, an update trains the first groups to finish; the loss
-defaults to decoupled PPO with dual clip, `agentrl.training.asynchronous`). Which groups an
+defaults to decoupled PPO with dual clip, `agentrl.training.asynchronous`); `async_s1_coupled`
+turns the importance weight off (`tis_cap=0`): PPO's ratio and clip against each token's own
+behaviour logprobs, with the dual clip. Which groups an
 asynchronous update takes depends on timing, so those runs are not bit-reproducible; the
 synchronous ones are.
 
@@ -28,6 +30,9 @@ VARIANTS: dict[str, Variant] = {
     "sync": lambda setup: setup,
     "async_s1": lambda setup: replace(setup, async_rollouts=True, max_staleness=1),
     "async_s2": lambda setup: replace(setup, async_rollouts=True, max_staleness=2),
+    "async_s1_coupled": lambda setup: replace(
+        setup, async_rollouts=True, max_staleness=1, tis_cap=0.0
+    ),
 }
 
 

@@ -219,9 +219,11 @@ def config_for(
     )
 
 
-async def run_one(backend: Any, tokenizer: Any, config: TrainConfig, local: bool) -> Clock:
-    """One training run; returns its update timestamps."""
-    clock = Clock()
+async def run_one(
+    backend: Any, tokenizer: Any, config: TrainConfig, local: bool, clock: Clock | None = None
+) -> Clock:
+    """One training run; returns its update timestamps (`clock`, default a new `Clock`)."""
+    clock = Clock() if clock is None else clock
     trainer = Trainer(
         config=config,
         backend=backend,

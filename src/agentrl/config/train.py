@@ -77,9 +77,9 @@ class TrainConfig(CommonConfig):
     kl_estimator: KLEstimator = Field(KLEstimator.K3, description="KL estimator: k1 or k3")
     tis_cap: float | None = Field(
         None,
-        gt=0.0,
+        ge=0.0,
         description="local: truncated importance weight cap (trainer / sampler); default: 2 "
-        "with --async-rollouts and --max-staleness >= 1 (decoupled PPO), else off",
+        "with --async-rollouts and --max-staleness >= 1 (decoupled PPO), else off; 0 disables",
     )
     dual_clip: float | None = Field(
         None,
@@ -229,7 +229,7 @@ class TrainConfig(CommonConfig):
         local_only = []
         if self.kl_coef > 0:
             local_only.append("--kl-coef")
-        if self.tis_cap is not None:
+        if self.tis_cap:
             local_only.append("--tis-cap")
         if self.dual_clip:
             local_only.append("--dual-clip")
@@ -293,7 +293,7 @@ class TrainConfig(CommonConfig):
         being trained, `sg(logp)`) and each token is weighted by `min(pi_prox / pi_behav, cap)`
         with its own sampling version's behaviour logprobs (docs/losses-and-offpolicy.md)."""
         if self.tis_cap is not None:
-            return self.tis_cap
+            return self.tis_cap or None
         if self.async_rollouts and self.max_staleness >= 1 and self.backend is BackendName.LOCAL:
             return DEFAULT_ASYNC_TIS_CAP
         return None
