@@ -141,3 +141,20 @@ def test_async_refuses_settings_it_replaces_and_defaults_the_loss(tmp_path: Path
     assert on_policy.tis_cap is None and on_policy.dual_clip is None
     chosen = _config(tmp_path, async_rollouts=True, tis_cap=5.0, dual_clip=0).loss_config()
     assert chosen.tis_cap == 5.0 and chosen.dual_clip is None
+
+
+async def test_a_resumed_async_run_admits_its_next_update_afresh(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    first = _config(tmp_path / "run", async_rollouts=True, max_steps=2, save_every=2)
+    _, _, done = await _run(first, qwen_tokenizer)
+    assert done.last_update == 2
+    resumed = _config(tmp_path / "run", async_rollouts=True, max_steps=4, save_every=2, resume=True)
+    _, _, result = await _run(resumed, qwen_tokenizer)
+    assert [m.update for m in result.metrics] == [3, 4]
+    records = [json.loads(line) for line in (resumed.run_dir / "rollouts.jsonl").open()]
+    later = [r for r in records if r["extra"]["update"] >= 3]
+    assert len(later) == 2 * resumed.games_per_batch * resumed.group_size
+    # nothing from before the restart is trained after it: the groups in flight died with
+    # the first process, update 3 was played by the resumed weights (version 2) or newer
+    assert all(t["policy_version"] >= 2 for r in later for t in r["turns"])
