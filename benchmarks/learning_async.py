@@ -4,14 +4,14 @@ synchronous vs asynchronous rollouts at staleness 1 (and 2), same seeds and budg
 Every variant trains the fetch task of `agentrl.recipes.learning` (the warm start, games,
 seeds and update count of `benchmarks/learning.py`): `sync` is the recipe's loop; `async_s1`
 and `async_s2` play with `async_rollouts=True` and `max_staleness` 1 / 2 (partial rollouts:
-each turn samples the newest weights, an update trains the first groups to finish; the loss
-defaults to decoupled PPO with dual clip, `agentrl.training.asynchronous`); `async_s1_coupled`
-turns the importance weight off (`tis_cap=0`): PPO's ratio and clip against each token's own
-behaviour logprobs, with the dual clip. Which groups an
-asynchronous update takes depends on timing, so those runs are not bit-reproducible; the
-synchronous ones are.
+each turn samples the newest weights, an update trains the first groups to finish,
+`agentrl.training.asynchronous`) with the default loss, PPO against each token's behaviour
+logprobs and the dual clip; `async_s1_decoupled` adds `tis_cap=2` (decoupled PPO). Which
+groups an asynchronous update takes depends on timing, so those runs are not bit-reproducible;
+the synchronous ones are.
 
-    python benchmarks/learning_async.py --out runs/learning_async [--variants sync async_s1]
+    python benchmarks/learning_async.py --out runs/learning_async \
+        [--variants sync async_s1 async_s1_decoupled]
 
 Writes `learning_async.png`, `learning_async.md` (table, and which differences exceed seed
 noise) and `runs/*.json`; the last line is `random_success=R success_before=B
@@ -30,8 +30,8 @@ VARIANTS: dict[str, Variant] = {
     "sync": lambda setup: setup,
     "async_s1": lambda setup: replace(setup, async_rollouts=True, max_staleness=1),
     "async_s2": lambda setup: replace(setup, async_rollouts=True, max_staleness=2),
-    "async_s1_coupled": lambda setup: replace(
-        setup, async_rollouts=True, max_staleness=1, tis_cap=0.0
+    "async_s1_decoupled": lambda setup: replace(
+        setup, async_rollouts=True, max_staleness=1, tis_cap=2.0
     ),
 }
 

@@ -26,7 +26,7 @@ from agentrl.backends.base import (
     SamplingParams,
 )
 from agentrl.backends.versions import VersionedSampler
-from agentrl.config.train import DEFAULT_ASYNC_TIS_CAP, DEFAULT_DUAL_CLIP
+from agentrl.config.train import DEFAULT_DUAL_CLIP
 from agentrl.testing import RecordingBackend, same_datums
 from agentrl.testing.signal import HashReward
 from agentrl.training import recipe
@@ -89,7 +89,7 @@ async def test_staleness_one_trains_no_token_older_than_the_bound(
 ) -> None:
     config = _config(tmp_path / "run", async_rollouts=True, max_staleness=1, max_steps=4)
     loss = config.loss_config()
-    assert loss.tis_cap == DEFAULT_ASYNC_TIS_CAP and loss.dual_clip == DEFAULT_DUAL_CLIP
+    assert loss.tis_cap is None and loss.dual_clip == DEFAULT_DUAL_CLIP  # coupled PPO
     _, _, result = await _run(config, qwen_tokenizer)
     assert result.last_update == 4
     records = [json.loads(line) for line in (config.run_dir / "rollouts.jsonl").open()]

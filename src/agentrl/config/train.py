@@ -23,13 +23,10 @@ from agentrl.config.names import BackendName, BehaviourLogprobs, EstimatorName, 
 from agentrl.config.plugins import EstimatorOptions, make_estimator
 from agentrl.config.presets import CPU_SMALL_COMMON, CPU_SMALL_TRAIN
 
-__all__ = ["DEFAULT_ASYNC_TIS_CAP", "DEFAULT_DUAL_CLIP", "TrainConfig"]
+__all__ = ["DEFAULT_DUAL_CLIP", "TrainConfig"]
 
 DEFAULT_DUAL_CLIP = 3.0
 """The dual-clip cap off-policy training uses unless told otherwise (verl's default)."""
-DEFAULT_ASYNC_TIS_CAP = 2.0
-"""The importance-weight cap (pi_prox / pi_behav) of asynchronous training at staleness >= 1
-on the local backend unless told otherwise."""
 
 
 class TrainConfig(CommonConfig):
@@ -78,8 +75,8 @@ class TrainConfig(CommonConfig):
     tis_cap: float | None = Field(
         None,
         ge=0.0,
-        description="local: truncated importance weight cap (trainer / sampler); default: 2 "
-        "with --async-rollouts and --max-staleness >= 1 (decoupled PPO), else off; 0 disables",
+        description="local: truncated importance weight cap (trainer / sampler), off by "
+        "default; with --async-rollouts it makes the loss decoupled PPO; 0 disables",
     )
     dual_clip: float | None = Field(
         None,
@@ -267,7 +264,7 @@ class TrainConfig(CommonConfig):
             norm_constant=constant,
             kl_coef=self.kl_coef,
             kl_estimator=self.kl_estimator,
-            tis_cap=self.resolved_tis_cap(),
+            tis_cap=self.tis_cap or None,
             dual_clip=self.resolved_dual_clip(),
         )
 
@@ -284,18 +281,6 @@ class TrainConfig(CommonConfig):
             return self.dual_clip or None
         if self.off_policy and self.backend is BackendName.LOCAL:
             return DEFAULT_DUAL_CLIP
-        return None
-
-    def resolved_tis_cap(self) -> float | None:
-        """The truncated-importance cap in use: the given one, else `DEFAULT_ASYNC_TIS_CAP`
-        with asynchronous rollouts at `max_staleness >= 1` on the local backend. That makes
-        the loss decoupled PPO: the ratio is taken against the proximal policy (the weights
-        being trained, `sg(logp)`) and each token is weighted by `min(pi_prox / pi_behav, cap)`
-        with its own sampling version's behaviour logprobs (docs/losses-and-offpolicy.md)."""
-        if self.tis_cap is not None:
-            return self.tis_cap or None
-        if self.async_rollouts and self.max_staleness >= 1 and self.backend is BackendName.LOCAL:
-            return DEFAULT_ASYNC_TIS_CAP
         return None
 
     def advantage_estimator(self, reward_fn: Reward | None = None) -> AdvantageEstimator:

@@ -29,9 +29,10 @@ episode of "its" batch. With `G = games_per_batch` and `N = max_staleness`:
   update `n - 1`'s step, with the synchronous labels and positions: the same games, seeds,
   tokens, datums and weights (tested).
 
-The loss sees each token's behaviour logprobs, those of the version that sampled it. The
-trainer's defaults with `N >= 1` on the local backend make it decoupled PPO (see
-`TrainConfig.resolved_tis_cap`). Resume: as with k-step pipelining, groups in flight are lost
+The loss sees each token's behaviour logprobs, those of the version that sampled it: by
+default PPO's ratio and clip are taken against them (with the dual clip at `N >= 1` on the
+local backend); `--tis-cap C` makes it decoupled PPO (docs/losses-and-offpolicy.md says why
+the default is not). Resume: as with k-step pipelining, groups in flight are lost
 with the process; a resumed run admits update `n`'s games afresh.
 
 Counters (`UpdateMetrics.sampling`): `offpolicy/staleness` (the largest group staleness

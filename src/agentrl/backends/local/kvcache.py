@@ -1,7 +1,8 @@
 """A prefix-keyed store of per-trajectory KV caches with an LRU memory budget.
 
 Each entry holds the keys/values of one token sequence (batch of one). A new prompt reuses
-the entry sharing its longest common prefix: a multi-turn trajectory's next prompt extends
+the entry sharing its longest common prefix (found through a radix tree, `prefix_index`, not by
+scanning every entry): a multi-turn trajectory's next prompt extends
 its previous prompt and completion, so only the tokens added since the last turn are
 prefilled. Entries are never modified in place (the model concatenates into new tensors), so
 a partial match can be used as a view while the entry stays available to other branches.
@@ -16,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentrl.backends.local.model import KV
+from agentrl.backends.local.prefix_index import PrefixIndex
 
 __all__ = ["CacheStats", "PrefixKVCache"]
 
@@ -39,14 +41,6 @@ class CacheStats:
     entries: int = 0
 
 
-def _common_prefix(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> int:
-    n = min(a.size, b.size)
-    if n == 0:
-        return 0
-    diff = np.flatnonzero(a[:n] != b[:n])
-    return int(diff[0]) if diff.size else n
-
-
 class PrefixKVCache:
     """LRU store of KV caches keyed by their token sequence, bounded by a token budget."""
 
@@ -58,6 +52,8 @@ class PrefixKVCache:
         self._entries: dict[int, _Entry] = {}
         self._stored = 0
         """Tokens held by all entries (kept up to date: summing them is O(entries))."""
+        self._index = PrefixIndex()
+        """The entries' token sequences: the longest-prefix lookup without a scan."""
         self._next_id = 0
         self._tick = 0
         self.stats = CacheStats()
@@ -73,6 +69,7 @@ class PrefixKVCache:
     def clear(self) -> None:
         """Drop every entry (e.g. after the weights changed)."""
         self._entries.clear()
+        self._index.clear()
         self._stored = 0
         self.stats.stored_tokens = 0
         self.stats.entries = 0
@@ -86,25 +83,16 @@ class PrefixKVCache:
         self.stats.lookups += 1
         if not self._entries or max_length <= 0:
             return 0, None
-        query = np.asarray(prompt, dtype=np.int64)
-        best_id, best_len = -1, 0
-        for entry_id, entry in self._entries.items():
-            if entry.tokens.size == 0 or entry.tokens[0] != query[0]:
-                continue
-            length = _common_prefix(entry.tokens, query)
-            if length > best_len or (
-                length == best_len
-                and best_id >= 0
-                and entry.tokens.size < self._entries[best_id].tokens.size
-            ):
-                best_id, best_len = entry_id, length
+        found = self._index.best(np.asarray(prompt, dtype=np.int64))
+        if found is None:
+            return 0, None
+        best_id, best_len = found
         usable = min(best_len, max_length)
-        if best_id < 0 or usable < self.min_match:
+        if usable < self.min_match:
             return 0, None
         entry = self._entries[best_id]
         if usable == entry.tokens.size:
-            del self._entries[best_id]
-            self._stored -= entry.tokens.size
+            self._drop(best_id)
             self._sync_stats()
         else:
             entry.tick = self._bump()
@@ -122,6 +110,7 @@ class PrefixKVCache:
         if keys.shape[0] != 1 or keys.shape[2] != array.size:
             raise ValueError(f"KV of shape {tuple(keys.shape)} does not match {array.size} tokens")
         self._entries[self._next_id] = _Entry(tokens=array, kv=kv, tick=self._bump())
+        self._index.add(self._next_id, array)
         self._stored += array.size
         self._next_id += 1
         self._evict()
@@ -133,9 +122,13 @@ class PrefixKVCache:
 
     def _evict(self) -> None:
         while self._stored > self.max_tokens and self._entries:
-            oldest = min(self._entries, key=lambda i: self._entries[i].tick)
-            self._stored -= self._entries.pop(oldest).tokens.size
+            self._drop(min(self._entries, key=lambda i: self._entries[i].tick))
             self.stats.evictions += 1
+
+    def _drop(self, entry_id: int) -> None:
+        entry = self._entries.pop(entry_id)
+        self._index.remove(entry_id, entry.tokens)
+        self._stored -= entry.tokens.size
 
     def _sync_stats(self) -> None:
         self.stats.entries = len(self._entries)
