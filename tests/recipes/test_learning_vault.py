@@ -34,3 +34,21 @@ def test_vault_benchmark_smoke(tmp_path: Path) -> None:
     assert "| **fetch_setup** | mean |" in table
     assert (out / "learning_vault.png").stat().st_size > 0
     assert (out / "runs" / "fetch_setup-seed0.json").exists()
+
+
+def test_a_winners_only_warm_start_keeps_exactly_the_won_games() -> None:
+    from agentrl.recipes.learning import won_datums
+    from agentrl.testing import synthetic_group
+
+    groups = [
+        synthetic_group([1.0, 0.0, 1.0], group_id="a"),
+        synthetic_group([0.0, 0.0], group_id="b"),
+        synthetic_group([0.0, 1.0], group_id="c"),
+    ]
+    won = [t for g in groups for t in g.trajectories if t.won]
+    datums = won_datums(groups)
+    assert len(datums) == len(won) == 3
+    for datum, trajectory in zip(datums, won, strict=True):
+        trained = datum.target_tokens[datum.mask == 1.0].tolist()
+        assert trained == [tok for turn in trajectory.turns for tok in turn.completion_tokens]
+        assert set(datum.advantages[datum.mask == 1.0].tolist()) == {1.0}

@@ -91,6 +91,9 @@ class LearningSetup:
     150 steps), which RL then spends its first updates removing."""
     sft_batch: int = 32
     sft_learning_rate: float = 1e-3
+    warm_winners_only: bool = False
+    """Warm-start on the demonstration policy's won games only (rejection sampling, as in
+    rejection-sampling fine-tuning) instead of all its games."""
     seed: int = 0
 
 

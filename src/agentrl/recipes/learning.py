@@ -202,18 +202,55 @@ def _backend(setup: LearningSetup, tokenizer: Any, run_dir: Path) -> Any:
     )
 
 
+def won_datums(groups: Sequence[TrajectoryGroup]) -> list[Any]:
+    """The supervised datums (every assistant token, weight 1) of the won trajectories of
+    `groups`, in order: the rejection-sampling filter of a winners-only warm start."""
+    return [
+        trajectory_to_datum(t, [1.0] * len(t.turns))
+        for g in groups
+        for t in g.trajectories
+        if t.won
+    ]
+
+
+WINNER_ROUNDS = 32
+"""The most rounds of play `warm_winners_only` takes to collect its winning demonstrations."""
+
+
 async def _demonstrations(
     policy: Sampler, tokenizer: Any, env: LearningEnv, setup: LearningSetup, wrap: EnvWrapper | None
 ) -> list[Any]:
     """`setup.demos` datums of `policy`'s play: one game per demonstration task while there
     are enough, else several (keyed) plays of each."""
     tasks = env.demonstration_tasks
+    if setup.warm_winners_only:
+        return await _winning_demonstrations(policy, tokenizer, env, setup, wrap)
     group = max(1, math.ceil(setup.demos / len(tasks)))
     tasks = tasks[: setup.demos] if group == 1 else tasks
     seed = derive_seed(setup.seed, "demonstrations")
     groups = await play(policy, tokenizer, env, tasks, group, seed, wrap)
     demos = [trajectory_to_datum(t, [1.0] * len(t.turns)) for g in groups for t in g.trajectories]
     return demos[: setup.demos]
+
+
+async def _winning_demonstrations(
+    policy: Sampler, tokenizer: Any, env: LearningEnv, setup: LearningSetup, wrap: EnvWrapper | None
+) -> list[Any]:
+    """`setup.demos` datums of `policy`'s *won* games (rejection sampling): rounds of keyed
+    plays of every demonstration task, the winners kept in play order, until there are enough
+    (at most `WINNER_ROUNDS` rounds; fewer winners than asked is an error naming the count)."""
+    tasks = env.demonstration_tasks
+    demos: list[Any] = []
+    for round_index in range(WINNER_ROUNDS):
+        seed = derive_seed(setup.seed, "demonstrations", "winners", round_index)
+        demos += won_datums(await play(policy, tokenizer, env, tasks, 1, seed, wrap))
+        if len(demos) >= setup.demos:
+            return demos[: setup.demos]
+    raise ValueError(
+        f"warm_winners_only: {len(demos)} won games in {WINNER_ROUNDS} rounds of "
+        f"{len(tasks)} demonstration tasks, fewer than setup.demos={setup.demos}; lower demos "
+        "or give more demonstration tasks"
+    )
 
 
 async def learn(
