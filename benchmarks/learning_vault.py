@@ -15,7 +15,7 @@ last line printed is
 
     python benchmarks/learning_vault.py --out runs/vault                       # the recipe, 3 seeds
     python benchmarks/learning_vault.py --out runs/vault --variants recipe fetch_setup --jobs 2
-    python benchmarks/learning_vault.py --out runs/vault_rft --variants rft_warm  # winners only
+    python benchmarks/learning_vault.py --out runs/vault_all --variants all_demos --updates 450
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _fetch_setup(setup: LearningSetup) -> LearningSetup:
 VARIANTS: dict[str, Callable[[LearningSetup], LearningSetup]] = {
     "recipe": lambda setup: setup,
     "fetch_setup": _fetch_setup,
-    "rft_warm": lambda setup: replace(setup, warm_winners_only=True),
+    "all_demos": lambda setup: replace(setup, warm_winners_only=False),
 }
 
 
