@@ -61,8 +61,8 @@ class RecentTurns:
     def __post_init__(self) -> None:
         if self.turns < 1 or self.slack < 0:
             raise ValueError(
-                f"RecentTurns needs turns >= 1 and slack >= 0, got turns={self.turns}, "
-                f"slack={self.slack} (use FullHistory() to keep every turn)"
+                f"{type(self).__name__} needs turns >= 1 and slack >= 0, got "
+                f"turns={self.turns}, slack={self.slack} (use FullHistory() to keep every turn)"
             )
 
     def keep(self, in_context: int) -> int | None:
@@ -99,25 +99,15 @@ class SummaryPolicy(ContextPolicy, Protocol):
 
 
 @dataclass(frozen=True)
-class SummarizedTurns:
-    """`RecentTurns`, with a sampled summary of the episode before every cut (module
-    docstring)."""
+class SummarizedTurns(RecentTurns):
+    """`RecentTurns` (the same cuts), with a sampled summary of the episode before every cut
+    (module docstring)."""
 
-    turns: int
-    """Turns kept after a cut (>= 1)."""
-    slack: int = 0
-    """Turns the prompt may grow by before it is summarized and cut back to `turns` (>= 0)."""
     max_tokens: int = 256
     instruction: str = DEFAULT_SUMMARY_INSTRUCTION
     summary_prefix: str = DEFAULT_SUMMARY_PREFIX
 
     def __post_init__(self) -> None:
-        if self.turns < 1 or self.slack < 0 or self.max_tokens < 1:
-            raise ValueError(
-                f"SummarizedTurns needs turns >= 1, slack >= 0 and max_tokens >= 1, got "
-                f"turns={self.turns}, slack={self.slack}, max_tokens={self.max_tokens}"
-            )
-
-    def keep(self, in_context: int) -> int | None:
-        """`turns` once the prompt would hold more than `turns + slack` turns."""
-        return self.turns if in_context > self.turns + self.slack else None
+        super().__post_init__()
+        if self.max_tokens < 1:
+            raise ValueError(f"SummarizedTurns needs max_tokens >= 1, got {self.max_tokens}")

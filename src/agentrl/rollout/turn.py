@@ -214,14 +214,20 @@ def _budget_stop(
     return None
 
 
+def _count_sampled(branch: Branch, completion: Completion, prompt_length: int) -> None:
+    """Add a completion's tokens and its prompt's prefill (what the sampler reports, else the
+    whole prompt) to the branch's counts."""
+    prefill = completion.prefill_tokens
+    branch.prefill += prompt_length if prefill is None else prefill
+    branch.completion_tokens += len(completion.tokens)
+
+
 async def play_turn(
     branch: Branch, completion: Completion, max_tokens: int, setup: TurnSetup, stepper: Stepper
 ) -> None:
     """Parse one completion, step the env, record the turn and extend the prompt."""
     config, renderer = setup.config, setup.renderer
-    prefill = completion.prefill_tokens
-    branch.prefill += len(branch.prompt) if prefill is None else prefill
-    branch.completion_tokens += len(completion.tokens)
+    _count_sampled(branch, completion, len(branch.prompt))
     text = renderer.completion_text(completion.tokens)
     cut = completion.stop_reason is CompletionStop.LENGTH
     parsed = parse_with_dialect(setup.protocol, renderer.dialect, text, truncated=cut)
@@ -345,9 +351,7 @@ async def _summary_turn(
         setup, min(policy.max_tokens, room - 1), branch.index, len(branch.turns), "summary"
     )
     (completion,) = await sample(setup.sampler, prompt, 1, params, config, vocab_size(renderer))
-    prefill = completion.prefill_tokens
-    branch.prefill += len(prompt) if prefill is None else prefill
-    branch.completion_tokens += len(completion.tokens)
+    _count_sampled(branch, completion, len(prompt))
     text = renderer.completion_text(completion.tokens)
     branch.summary = Message(role="user", content=policy.summary_prefix + text)
     return Turn(

@@ -86,6 +86,7 @@ __all__ = [
     "group_source_for",
     "play_tasks",
     "task_batch",
+    "update_games",
 ]
 
 ScoredHook = Callable[[ScoredGroup], None]
@@ -315,6 +316,12 @@ class GroupSource:
         await asyncio.gather(*ahead, return_exceptions=True)  # cancelled or failed: dropped
 
 
+def update_games(config: TrainConfig, tasks: Sequence[TaskInfo]) -> Callable[[int], list[TaskInfo]]:
+    """The run's seeded game stream: update `n` plays batch `n - 1` (`task_batch`), whichever
+    group source plays it."""
+    return lambda n: task_batch(tasks, config.games_per_batch, config.seed, n - 1)
+
+
 def group_source_for(
     config: TrainConfig,
     tasks: Sequence[TaskInfo],
@@ -327,7 +334,7 @@ def group_source_for(
     return GroupSource(
         rollout=rollout,
         sampler=sampler,
-        games=lambda n: task_batch(tasks, config.games_per_batch, config.seed, n - 1),
+        games=update_games(config, tasks),
         extra_games=lambda n, count: extra_batch(tasks, count, config.seed, n),
         estimator=estimator,
         max_steps_off_policy=config.max_steps_off_policy,

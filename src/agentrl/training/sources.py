@@ -11,8 +11,8 @@ from agentrl.backends.base import Sampler
 from agentrl.config import StalePolicy, TrainConfig
 from agentrl.core.types import TaskInfo
 from agentrl.training.asynchronous import AsyncGroupSource
-from agentrl.training.pipeline import UpdateSource, group_source_for
-from agentrl.training.play import GroupPlayer, RolloutFn, task_batch
+from agentrl.training.pipeline import UpdateSource, group_source_for, update_games
+from agentrl.training.play import GroupPlayer, RolloutFn
 
 __all__ = ["update_source_for"]
 
@@ -33,7 +33,7 @@ def update_source_for(
     return AsyncGroupSource(
         play=player,
         sampler=sampler,
-        games=lambda n: task_batch(tasks, config.games_per_batch, config.seed, n - 1),
+        games=update_games(config, tasks),
         groups_per_update=config.games_per_batch,
         estimator=estimator,
         max_staleness=config.max_staleness,
