@@ -294,6 +294,9 @@ class Turn:
     """The policy version (training updates completed) whose weights sampled this turn's
     completion; its logprobs are that version's behaviour logprobs. None: not tracked (a
     sampler used outside a trainer)."""
+    segment_reason: str | None = None
+    """Why this turn's prompt starts a new segment when something other than the template or a
+    context policy decided it (the gateway: the agent edited its history); None otherwise."""
 
     @property
     def summary(self) -> bool:

@@ -4,13 +4,14 @@ failing (`SamplerFailure`)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agentrl.backends.base import SamplingParams
+from agentrl.core.seeds import derive_seed
 from agentrl.core.types import CutReply, StepCounting
 from agentrl.rollout.context import ContextPolicy, FullHistory
 
-__all__ = ["RolloutConfig", "SamplerFailure"]
+__all__ = ["RolloutConfig", "SamplerFailure", "labelled_config"]
 
 
 @dataclass(frozen=True)
@@ -73,3 +74,12 @@ class RolloutConfig:
 
 class SamplerFailure(RuntimeError):
     """Sampling failed after all retries."""
+
+
+def labelled_config(config: RolloutConfig, label: str) -> RolloutConfig:
+    """`config` with its base sampling seed keyed by the rollout call's `label` (unchanged
+    without a seed)."""
+    if config.sampling.seed is None:
+        return config
+    keyed = derive_seed(config.sampling.seed, label)
+    return replace(config, sampling=replace(config.sampling, seed=keyed))

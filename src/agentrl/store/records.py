@@ -125,6 +125,11 @@ class TurnRecord(_Record):
         description="training updates completed when the weights that sampled this turn were "
         "current (None: not tracked)",
     )
+    segment_reason: str | None = Field(
+        default=None,
+        description="why the prompt was rendered afresh, when the agent's own history decided "
+        "it (the gateway)",
+    )
 
 
 class TrajectoryRecord(_Record):
@@ -196,6 +201,7 @@ class TrajectoryRecord(_Record):
                     new_segment=turn.new_segment,
                     dropped_turns=turn.dropped_turns,
                     policy_version=turn.policy_version,
+                    segment_reason=turn.segment_reason,
                 )
             )
         statuses = [t.status for t in trajectory.turns]
@@ -326,6 +332,7 @@ def _turn_from_record(record: TurnRecord, error: str | None) -> Turn:
         new_segment=record.new_segment,
         dropped_turns=record.dropped_turns,
         policy_version=record.policy_version,
+        segment_reason=record.segment_reason,
     )
 
 

@@ -4,10 +4,11 @@ renderer, protocol, budgets and reward; it never calls into the trainer)."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from agentrl.algo.rewards import Reward
@@ -15,9 +16,9 @@ from agentrl.backends.base import Sampler
 from agentrl.chat import ChatRenderer
 from agentrl.core.env import EnvGroupFactory
 from agentrl.core.progress import progress_bar
-from agentrl.core.seeds import derive_seed
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.rollout import RolloutConfig, group_id_at, rollout_batch, rollout_group
+from agentrl.rollout.config import labelled_config
 from agentrl.tools import ToolProtocol
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "labelled_config",
     "play_group",
     "play_tasks",
+    "play_with_player",
     "task_batch",
 ]
 
@@ -92,15 +94,6 @@ def task_batch(tasks: Sequence[TaskInfo], batch_size: int, seed: int, index: int
 def extra_batch(tasks: Sequence[TaskInfo], count: int, seed: int, number: int) -> list[TaskInfo]:
     """The `count` fresh games update `number` may use to replace degenerate groups."""
     return task_batch(tasks, count, seed + DYNAMIC_SEED_OFFSET, number - 1)
-
-
-def labelled_config(config: RolloutConfig, label: str) -> RolloutConfig:
-    """`config` with its base sampling seed keyed by the rollout call's `label` (unchanged
-    without a seed)."""
-    if config.sampling.seed is None:
-        return config
-    keyed = derive_seed(config.sampling.seed, label)
-    return replace(config, sampling=replace(config.sampling, seed=keyed))
 
 
 class GroupPlayer(Protocol):
@@ -186,6 +179,46 @@ async def play_tasks(
             max_concurrent_groups=max_concurrent or len(tasks),
             on_group=tick,
         )
+        return Rollout(tuple(groups), version, tuple(seconds))
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+async def play_with_player(
+    tasks: Sequence[TaskInfo],
+    sampler: Sampler,
+    version: int,
+    label: str,
+    on_group: GroupHook | None = None,
+    *,
+    player: GroupPlayer,
+    max_concurrent: int | None = None,
+    progress: bool = False,
+) -> Rollout:
+    """Play `tasks` group by group with `player` (e.g. `agentrl.gateway.AgentPlayer`), at most
+    `max_concurrent` at a time (None or 0: all), timing each group and handing it to
+    `on_group` as it finishes: a `RolloutFn` once the keyword arguments are bound. Groups come
+    back in task order."""
+    limit = asyncio.Semaphore(max_concurrent or max(1, len(tasks)))
+    bar = None
+    if progress:
+        bar = progress_bar(total=len(tasks), desc=f"{label} rollout", unit="game", leave=False)
+    started = time.perf_counter()
+    seconds: list[float] = []
+
+    async def one(position: int, task: TaskInfo) -> TrajectoryGroup:
+        async with limit:
+            group = await player(task, position, sampler, label)
+        seconds.append(time.perf_counter() - started)
+        if bar is not None:
+            bar.update(1)
+        if on_group is not None:
+            on_group(group)
+        return group
+
+    try:
+        groups = await asyncio.gather(*(one(i, t) for i, t in enumerate(tasks)))
         return Rollout(tuple(groups), version, tuple(seconds))
     finally:
         if bar is not None:

@@ -73,7 +73,7 @@ from agentrl.training.pipeline import (
     play_tasks,
     task_batch,
 )
-from agentrl.training.play import GroupPlayer, play_group
+from agentrl.training.play import GroupPlayer, play_group, play_with_player
 from agentrl.training.preflight import check_token_budget
 from agentrl.training.resume import ORDER_FIELDS, run_state, start_run
 from agentrl.training.sources import update_source_for
@@ -120,17 +120,23 @@ class Trainer:
         *,
         config: TrainConfig,
         backend: TrainingBackend,
-        env_factory: EnvGroupFactory,
+        env_factory: EnvGroupFactory | None,
         tasks: Sequence[TaskInfo],
         renderer: ChatRenderer,
-        protocol: ToolProtocol,
+        protocol: ToolProtocol | None,
         estimator: AdvantageEstimator | None = None,
         reward_fn: Reward | None = None,
         sinks: MetricSink | None = None,
         progress: bool = True,
+        player: GroupPlayer | None = None,
     ) -> None:
         if not tasks:
             raise ValueError("Trainer needs at least one training task")
+        if player is None and (env_factory is None or protocol is None):
+            raise ValueError(
+                "Trainer needs env_factory and protocol (the rollout engine plays the games), "
+                "or a player (e.g. agentrl.gateway.AgentPlayer: an agent plays them)"
+            )
         self.config = config
         self.backend = backend
         self.env_factory = env_factory
@@ -150,26 +156,41 @@ class Trainer:
         """The last completed update."""
         self.last_saved: CheckpointInfo | None = None
         self._pending: UpdateMetrics | None = None
-        self.play: RolloutFn = partial(
-            play_tasks,
-            env_factory=env_factory,
-            renderer=renderer,
-            protocol=protocol,
-            config=self.rollout,
-            reward_fn=self.reward_fn,
-            max_concurrent=config.max_concurrent_games,
-            progress=progress,
-        )
-        """`play_tasks` bound to this run's env, renderer, protocol, budgets and reward."""
-        self.play_group: GroupPlayer = partial(
-            play_group,
-            env_factory=env_factory,
-            renderer=renderer,
-            protocol=protocol,
-            config=self.rollout,
-            reward_fn=self.reward_fn,
-        )
+        self.player = player
+        """Who plays the games when not the rollout engine (e.g. an `AgentPlayer`)."""
+        self.play: RolloutFn
+        """`play_tasks` bound to this run's env, renderer, protocol, budgets and reward (or
+        `play_with_player` over `player`)."""
+        self.play_group: GroupPlayer
         """`play_group` bound likewise: one game's group (asynchronous rollouts)."""
+        if player is not None:
+            self.play_group = player
+            self.play = partial(
+                play_with_player,
+                player=player,
+                max_concurrent=config.max_concurrent_games,
+                progress=progress,
+            )
+        else:
+            assert env_factory is not None and protocol is not None
+            self.play = partial(
+                play_tasks,
+                env_factory=env_factory,
+                renderer=renderer,
+                protocol=protocol,
+                config=self.rollout,
+                reward_fn=self.reward_fn,
+                max_concurrent=config.max_concurrent_games,
+                progress=progress,
+            )
+            self.play_group = partial(
+                play_group,
+                env_factory=env_factory,
+                renderer=renderer,
+                protocol=protocol,
+                config=self.rollout,
+                reward_fn=self.reward_fn,
+            )
         self.source: UpdateSource = update_source_for(
             config,
             self.tasks,
@@ -347,13 +368,14 @@ class Trainer:
 
     async def _run(self) -> TrainResult:
         config = self.config
-        await check_token_budget(  # before anything is written to the run folder
-            self.tasks[0],
-            env_factory=self.env_factory,
-            renderer=self.renderer,
-            protocol=self.protocol,
-            config=self.rollout,
-        )
+        if self.env_factory is not None and self.protocol is not None:
+            await check_token_budget(  # before anything is written to the run folder
+                self.tasks[0],
+                env_factory=self.env_factory,
+                renderer=self.renderer,
+                protocol=self.protocol,
+                config=self.rollout,
+            )
         first = await self._start()
         if self._sinks is None:
             self._sinks = train_sinks(config, console=self.progress)
