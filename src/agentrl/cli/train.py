@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import Any
 
 from agentrl.cli.args import Subparsers, add_config_arguments, config_from_args
 from agentrl.config import TrainConfig
 from agentrl.core.env import close_env_factory
+from agentrl.core.types import TaskInfo
 from agentrl.training.interrupts import run_until_signal
 
 __all__ = ["add_parser", "run"]
@@ -29,6 +31,8 @@ async def _train(config: TrainConfig) -> int:
     tasks = recipe.tasks_for(config, [config.train_split], progress=True)
     print(f"{len(tasks)} training games ({config.env}, split {config.train_split})")
     tokenizer = recipe.tokenizer_for(config)
+    if config.agent is not None:
+        return await _train_agent(config, tasks, tokenizer)
     protocol = recipe.tool_protocol_for(config)
     backend = await recipe.training_backend_for(config, tokenizer)
     env_factory = recipe.env_factory_for(config)  # built here, so closed here
@@ -40,6 +44,56 @@ async def _train(config: TrainConfig) -> int:
         renderer=recipe.renderer_for(tokenizer, protocol, config),
         protocol=protocol,
     )
+    try:
+        return await _run(trainer, config)
+    finally:
+        await close_env_factory(env_factory)
+        await backend.close()  # built here, so closed here
+
+
+async def _train_agent(config: TrainConfig, tasks: list[TaskInfo], tokenizer: Any) -> int:
+    """`--agent`: the agent plays the games through the gateway, served on a loopback port."""
+    from agentrl.gateway import AgentPlayer, Gateway, GatewayServer
+    from agentrl.gateway.agent import load_agent
+    from agentrl.training import recipe
+    from agentrl.training.build import renderer_for_tools, rollout_config_for
+    from agentrl.training.trainer import Trainer
+
+    agent = load_agent(config.agent or "")
+    rollout = rollout_config_for(config, config.group_size, config.sampling_params())
+    gateway = Gateway(
+        lambda tools: renderer_for_tools(tokenizer, tools, config),
+        config=rollout,
+        model=config.base_model,
+    )
+    backend = await recipe.training_backend_for(config, tokenizer)
+    try:
+        async with GatewayServer(gateway) as server:
+            print(f"gateway: {server.base_url}/s/<session>/v1 (one session per episode)")
+            player = AgentPlayer(
+                agent,
+                gateway=gateway,
+                base_url=server.base_url,
+                config=rollout,
+                reward_fn=config.reward_fn(),
+                timeout=config.agent_timeout,
+            )
+            trainer = Trainer(
+                config=config,
+                backend=backend,
+                env_factory=None,
+                tasks=tasks,
+                renderer=renderer_for_tools(tokenizer, (), config),
+                protocol=None,
+                player=player,
+            )
+            return await _run(trainer, config)
+    finally:
+        await backend.close()
+
+
+async def _run(trainer: Any, config: TrainConfig) -> int:
+    """Run `trainer`, print where its checkpoints are; an interrupt says how to resume."""
     try:
         result = await trainer.run()
     except (asyncio.CancelledError, KeyboardInterrupt):
@@ -53,8 +107,6 @@ async def _train(config: TrainConfig) -> int:
         raise KeyboardInterrupt from None
     finally:
         await trainer.close()
-        await close_env_factory(env_factory)
-        await backend.close()  # built here, so closed here
     print(
         f"finished update {result.last_update} of {config.max_steps}; run folder {config.run_dir}"
     )

@@ -137,6 +137,7 @@ ENTRY_POINT_GROUP = "agentrl.envs"
 
 BUILTIN_ENVS: Mapping[str, str] = MappingProxyType(
     {
+        "agent": "agentrl.envs.agent.spec:SPEC",
         "alfworld": "agentrl.envs.alfworld.spec:SPEC",
         "pycode": "agentrl.envs.pycode.spec:SPEC",
         "search": "agentrl.envs.search.spec:SPEC",

@@ -104,6 +104,15 @@ class TrainConfig(CommonConfig):
         description="--async-rollouts: the most updates a trained token may lag the weights "
         "it trains (0: exactly the synchronous run)",
     )
+    agent: str | None = Field(
+        None,
+        description="train an agent written without agentrl: MODULE:FUNCTION or FILE.py:FUNCTION, "
+        "an async function (endpoint, task) -> reward that calls the OpenAI-compatible gateway "
+        "(docs/gateway.md); its tasks: --env agent (the module's TASKS) or any env's",
+    )
+    agent_timeout: float = Field(
+        600.0, gt=0, description="--agent: seconds one episode may run before it is cancelled"
+    )
     dynamic_sampling_budget: int = Field(
         0, ge=0, description="extra games per update to replace degenerate groups (DAPO; 0: off)"
     )

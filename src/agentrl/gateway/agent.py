@@ -18,6 +18,7 @@ budget (the gateway's 413) ends as `token_budget` whatever it raises then.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -25,13 +26,21 @@ from typing import TypeAlias
 
 from agentrl.algo.rewards import Reward, WinMinusInvalid, apply_reward
 from agentrl.backends.base import Sampler
+from agentrl.config.loading import load_object
 from agentrl.core.errors import describe_exception
 from agentrl.core.types import TaskInfo, Trajectory, TrajectoryGroup
 from agentrl.gateway.service import Gateway
 from agentrl.rollout import RolloutConfig, group_id_at
 from agentrl.rollout.config import labelled_config
 
-__all__ = ["AgentEndpoint", "AgentFn", "AgentOutcome", "AgentPlayer", "AgentResult"]
+__all__ = [
+    "AgentEndpoint",
+    "AgentFn",
+    "AgentOutcome",
+    "AgentPlayer",
+    "AgentResult",
+    "load_agent",
+]
 
 log = logging.getLogger(__name__)
 
@@ -158,3 +167,17 @@ class AgentPlayer:
             return trajectory
         (scored,) = await apply_reward(self.reward_fn, [trajectory])
         return scored
+
+
+def load_agent(spec: str) -> AgentFn:
+    """The agent function `--agent MODULE:FUNCTION` (or `PATH.py:FUNCTION`) names; it must be
+    an async function `(endpoint, task)`."""
+    agent = load_object(spec, "--agent")
+    if not inspect.iscoroutinefunction(agent) and not inspect.iscoroutinefunction(
+        getattr(agent, "__call__", None)  # noqa: B004 - an object with an async __call__
+    ):
+        raise ValueError(
+            f"--agent {spec}: want an async function (endpoint, task) -> reward, got "
+            f"{type(agent).__name__}"
+        )
+    return agent  # type: ignore[return-value]

@@ -105,6 +105,8 @@ class ChatRequest(_Model):
     prediction: dict[str, Any] | None = None
     web_search_options: dict[str, Any] | None = None
     prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    prompt_cache_options: dict[str, Any] | None = None
     safety_identifier: str | None = None
     functions: list[dict[str, Any]] | None = None
     function_call: Any = None

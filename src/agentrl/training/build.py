@@ -10,6 +10,7 @@ its tools and its games: `agentrl.training.recipe`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from agentrl.config import (
     TrainConfig,
     WandbMode,
 )
+from agentrl.core.types import JsonObject
 from agentrl.reporting.sinks import MetricSink, make_sinks
 from agentrl.rollout import (
     ContextPolicy,
@@ -48,6 +50,7 @@ __all__ = [
     "eval_sampler_for",
     "local_backend_for",
     "renderer_for",
+    "renderer_for_tools",
     "rollout_config_for",
     "tokenizer_for",
     "train_sinks",
@@ -97,15 +100,22 @@ def renderer_for(
 ) -> ChatRenderer:
     """The chat renderer for `tokenizer` and the protocol's tools, with the config's chat
     template, thinking mode, tool dialect and history-rewrite choice (default: all off)."""
+    return renderer_for_tools(tokenizer, protocol.tools, config)
+
+
+def renderer_for_tools(
+    tokenizer: Any, tools: Sequence[JsonObject], config: CommonConfig | None = None
+) -> ChatRenderer:
+    """`renderer_for` with the tools given as JSON schemas (the gateway: a request's tools)."""
     if config is None:
-        return ChatRenderer(tokenizer, protocol.tools)
+        return ChatRenderer(tokenizer, tools)
     template = None
     if config.chat_template is not None:
         template = config.chat_template.read_text(encoding="utf-8")
     try:
         return ChatRenderer(
             tokenizer,
-            protocol.tools,
+            tools,
             chat_template=template,
             dialect=config.tool_dialect,
             enable_thinking=config.enable_thinking,
