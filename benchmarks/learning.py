@@ -13,6 +13,7 @@ seed noise. The last line printed is
 
     python benchmarks/learning.py --out runs/learning                       # 4 estimators x 3 seeds
     python benchmarks/learning.py --out runs/one --estimators group_mean --seeds 1
+    python benchmarks/learning.py --out runs/winners --estimators winners_only --seeds 10
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ def _with_estimator(estimator: str, setup: LearningSetup) -> LearningSetup:
     return replace(setup, estimator=estimator)
 
 
+def _winners_only(setup: LearningSetup) -> LearningSetup:
+    return replace(setup, warm_winners_only=True)
+
+
 VARIANTS: dict[str, Variant] = {e: partial(_with_estimator, e) for e in ESTIMATORS}
+VARIANTS["winners_only"] = _winners_only
+"""`winners_only`: group_mean from a warm start on the random policy's won games only
+(`warm_winners_only`, the vault recipe's warm start)."""
 
 
 if __name__ == "__main__":
@@ -45,4 +53,5 @@ if __name__ == "__main__":
         stem="learning",
         label="estimator",
         title="fetch task: held-out success (mean over seeds, min-max band)",
+        default=ESTIMATORS,
     )

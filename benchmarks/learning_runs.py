@@ -253,13 +253,16 @@ def main(
     stem: str,
     label: str,
     title: str,
+    default: Sequence[str] | None = None,
 ) -> None:
-    """A benchmark's command line: `option` (e.g. `--estimators`) picks variants; with the
-    hidden `--worker` flag, be one run; else run them all, report, print the summary line."""
+    """A benchmark's command line: `option` (e.g. `--estimators`) picks variants (`default`:
+    all of them); with the hidden `--worker` flag, be one run; else run them all, report,
+    print the summary line."""
     names = list(variants)
     parser = argparse.ArgumentParser(description=description)
     add_arguments(parser, names, f"runs/{stem}")
-    parser.add_argument(option, nargs="+", choices=names, default=names, dest="chosen")
+    chosen = list(default) if default is not None else names
+    parser.add_argument(option, nargs="+", choices=names, default=chosen, dest="chosen")
     args = parser.parse_args()
     if args.worker:
         worker(args, variants)
