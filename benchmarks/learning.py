@@ -7,13 +7,16 @@ every estimator and seed, each run in its own process with one torch thread; the
 table (`learning.md`), the raw results (`runs/*.json`) and which estimator differences exceed
 seed noise. The last line printed is
 
-    random_success=R success_before=B success_after=A seeds=N minutes=M
+    random_success=R success_before=B success_after=A seeds=N minutes=M seeds_ok=K
 
-(held-out success rates, means over seeds, of the first estimator listed; minutes of wall time).
+(held-out success rates, means over seeds, of the first estimator listed; minutes of wall time;
+K: its seeds whose held-out success after RL is >= 0.9, >= 0.8 with `--task fetch2`, the
+two-decision task).
 
     python benchmarks/learning.py --out runs/learning                       # 4 estimators x 3 seeds
     python benchmarks/learning.py --out runs/one --estimators group_mean --seeds 1
     python benchmarks/learning.py --out runs/winners --estimators winners_only --seeds 10
+    python benchmarks/learning.py --out runs/fetch2 --task fetch2 --estimators winners_only
 """
 
 from __future__ import annotations

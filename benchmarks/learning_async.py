@@ -15,7 +15,7 @@ the synchronous ones are.
 
 Writes `learning_async.png`, `learning_async.md` (table, and which differences exceed seed
 noise) and `runs/*.json`; the last line is `random_success=R success_before=B
-success_after=A seeds=N minutes=M` of the first variant listed.
+success_after=A seeds=N minutes=M seeds_ok=K` of the first variant listed.
 """
 
 from __future__ import annotations

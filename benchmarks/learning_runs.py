@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.recipes import learning
+from agentrl.recipes.fetch import two_decisions
 from agentrl.recipes.learning import LearningSetup
 
 Run = dict[str, Any]
@@ -33,12 +34,17 @@ Variant = Callable[[LearningSetup], LearningSetup]
 """A change to the setup (e.g. another estimator or loss)."""
 
 SIZES = ("benchmark", "test", "demo", "smoke")
+TASKS: dict[str, Variant] = {"fetch": lambda setup: setup, "fetch2": two_decisions}
+"""`fetch`: one decision (which object; 4 objects, 1 receptacle); `fetch2`: two (object and
+receptacle, 3 x 3; `agentrl.recipes.fetch.two_decisions`)."""
+OK_AT = {"fetch": 0.9, "fetch2": 0.8}
+"""The held-out success a seed must reach to count in `seeds_ok` of the summary line."""
 
 
-def base_setup(size: str, seed: int, updates: int | None) -> LearningSetup:
-    """The preset `size` with `seed` (and `updates`, when given)."""
+def base_setup(size: str, seed: int, updates: int | None, task: str = "fetch") -> LearningSetup:
+    """The preset `size` of `task` with `seed` (and `updates`, when given)."""
     presets = {"benchmark": learning.BENCHMARK, "test": learning.TEST, "demo": learning.DEMO}
-    chosen = replace(presets.get(size, learning.SMOKE), seed=seed)
+    chosen = TASKS[task](replace(presets.get(size, learning.SMOKE), seed=seed))
     return replace(chosen, updates=updates) if updates else chosen
 
 
@@ -49,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser, variants: Sequence[str], out:
     parser.add_argument("--jobs", type=int, default=2, help="runs at once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--size", choices=SIZES, default="benchmark")
+    parser.add_argument("--task", choices=list(TASKS), default="fetch", help="fetch | fetch2")
     parser.add_argument("--updates", type=int, default=None, help="override the update count")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", choices=variants, default=variants[0], help=argparse.SUPPRESS)
@@ -62,7 +69,7 @@ def worker(args: argparse.Namespace, variants: Mapping[str, Variant]) -> None:
     from agentrl.recipes.learning import fetch_tokenizer, run_learning
 
     torch.set_num_threads(args.threads)
-    setup = variants[args.variant](base_setup(args.size, args.seed, args.updates))
+    setup = variants[args.variant](base_setup(args.size, args.seed, args.updates, args.task))
     name = f"{args.variant}-seed{args.seed}"
 
     def point(p: object) -> None:
@@ -93,7 +100,8 @@ def run_all(
 
 def _launch(script: Path, args: argparse.Namespace, variant: str, seed: int) -> Run:
     command = [sys.executable, str(script), "--worker", "--out", str(args.out)]
-    command += ["--size", args.size, "--variant", variant, "--seed", str(seed)]
+    command += ["--size", args.size, "--task", args.task, "--variant", variant]
+    command += ["--seed", str(seed)]
     command += ["--threads", str(args.threads)]
     if args.updates:
         command += ["--updates", str(args.updates)]
@@ -138,12 +146,14 @@ def first_at(run: Run, level: float) -> int | None:
     return next((int(p["update"]) for p in _curve(run) if p["success"] >= level), None)
 
 
-def table(results: Mapping[str, list[Run]], label: str) -> str:
-    """Markdown: per variant, held-out success (mean ± std over seeds) and the spread."""
+def table(results: Mapping[str, list[Run]], label: str, ok_at: float = 0.9) -> str:
+    """Markdown: per variant, held-out success (mean ± std over seeds), the spread and how many
+    seeds end at or above `ok_at`."""
     lines = [
         f"| {label} | seeds | random policy | before RL | after RL (mean ± std) | min / max "
-        "after | curve mean | first update >= 90% (per seed) | minutes per run |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"after | seeds >= {ok_at:.0%} after | curve mean | first update >= 90% (per seed) | "
+        "minutes per run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, runs in results.items():
         rand = mean_std([float(r["random_success"]) for r in runs])[0]
@@ -155,9 +165,15 @@ def table(results: Mapping[str, list[Run]], label: str) -> str:
         minutes = mean_std([float(r["seconds"]) / 60 for r in runs])[0]
         lines.append(
             f"| {name} | {len(runs)} | {rand:.1%} | {before:.1%} | {mean:.1%} ± {std:.1%} | "
-            f"{min(after):.1%} / {max(after):.1%} | {area:.1%} | {firsts} | {minutes:.1f} |"
+            f"{min(after):.1%} / {max(after):.1%} | {seeds_ok(runs, ok_at)} | {area:.1%} | "
+            f"{firsts} | {minutes:.1f} |"
         )
     return "\n".join(lines)
+
+
+def seeds_ok(runs: Sequence[Run], level: float) -> int:
+    """How many runs end with held-out success >= `level`."""
+    return sum(success(r, -1) >= level for r in runs)
 
 
 def _area(run: Run) -> float:
@@ -224,14 +240,16 @@ def report(
     title: str,
 ) -> str:
     """Write `<stem>.png` and `<stem>.md`, print them; return the summary line of the first
-    variant: `random_success=R success_before=B success_after=A seeds=N minutes=M`."""
-    plot(results, args.out / f"{stem}.png", title)
+    variant: `random_success=R success_before=B success_after=A seeds=N minutes=M seeds_ok=K`
+    (K: seeds ending at or above the task's `OK_AT`)."""
+    ok_at = OK_AT[args.task]
+    plot(results, args.out / f"{stem}.png", f"{title} [{args.task}]")
     noise = noise_report(results) if len(results) > 1 else []
     load = os.getloadavg()
-    text = [table(results, label), "", *(f"- {line}" for line in noise)]
+    text = [table(results, label, ok_at), "", *(f"- {line}" for line in noise)]
     text.append(f"\nwall time {minutes:.1f} min; load average at the end {load[0]:.2f}")
     (args.out / f"{stem}.md").write_text("\n".join(text) + "\n")
-    print(f"setup: {base_setup(args.size, 0, args.updates)}")
+    print(f"setup: {base_setup(args.size, 0, args.updates, args.task)}")
     print("\n".join(text))
     print(f"wrote {args.out / f'{stem}.png'}, {stem}.md, runs/*.json")
     first = next(iter(results.values()))
@@ -240,7 +258,7 @@ def report(
     after = sum(success(r, -1) for r in first) / len(first)
     return (
         f"random_success={rand:.3f} success_before={before:.3f} success_after={after:.3f} "
-        f"seeds={len(first)} minutes={minutes:.1f}"
+        f"seeds={len(first)} minutes={minutes:.1f} seeds_ok={seeds_ok(first, ok_at)}"
     )
 
 

@@ -14,7 +14,8 @@ reference); its math is covered by tests/test_losses*.py.
 
 Writes `losses.png` (held-out success per update, mean over seeds with a min-max band),
 `losses.md` (table and which differences exceed seed noise) and `runs/*.json`; the last line is
-`random_success=R success_before=B success_after=A seeds=N minutes=M` of the first loss listed.
+`random_success=R success_before=B success_after=A seeds=N minutes=M seeds_ok=K` of the first
+loss listed.
 """
 
 from __future__ import annotations

@@ -162,3 +162,16 @@ def test_the_plain_protocol_writes_the_fetch_protocols_messages() -> None:
     expected = texts(fetch)
     assert len(expected) == 12 and all("Available actions" in text for text in expected)
     assert texts(plain) == expected
+
+
+def test_the_two_decision_fetch_task_needs_both_names_read() -> None:
+    """`two_decisions` (the benchmark's `--task fetch2`): 3 objects x 3 receptacles, so the random
+    valid policy wins 1/9; training and held-out games stay disjoint."""
+    from agentrl.recipes.fetch import SMOKE, fetch_learning_env, two_decisions
+
+    setup = two_decisions(SMOKE)
+    env = fetch_learning_env(setup)
+    assert (setup.objects, setup.receptacles) == (3, 3)
+    assert env.random_success == pytest.approx(1 / 9)
+    assert {t.task_id for t in env.train_tasks}.isdisjoint(t.task_id for t in env.held_out_tasks)
+    assert len({t.task_id for t in env.train_tasks}) == setup.train_games

@@ -37,7 +37,10 @@ def _smoke(tmp_path: Path, script: str, *choices: str) -> tuple[str, Path]:
     return done.stdout.strip().splitlines()[-1], out
 
 
-SUMMARY = r"random_success=[\d.]+ success_before=[\d.]+ success_after=[\d.]+ seeds=1 minutes=[\d.]+"
+SUMMARY = (
+    r"random_success=[\d.]+ success_before=[\d.]+ success_after=[\d.]+ seeds=1 minutes=[\d.]+"
+    r" seeds_ok=[01]"
+)
 
 
 def test_benchmark_script_smoke(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ which trains on the same conversations."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentrl.backends.base import LossName, LossNormalisation, Sampler
@@ -34,6 +34,7 @@ __all__ = [
     "fetch_env_factory",
     "fetch_learning_env",
     "fetch_rollouts",
+    "two_decisions",
 ]
 
 TRAIN_SEED = 0
@@ -120,6 +121,13 @@ SMOKE = LearningSetup(
     sft_batch=4,
 )
 """Plumbing only (seconds): the smoke tests of the benchmark script and the demo phase."""
+
+
+def two_decisions(setup: LearningSetup) -> LearningSetup:
+    """The two-decision fetch task (`benchmarks/learning.py --task fetch2`): 3 objects and 3
+    receptacles, so both the object to take and the receptacle to put it in must be read from the
+    goal (the random valid policy wins 1/9); everything else as `setup`."""
+    return replace(setup, objects=3, receptacles=3)
 
 
 def fetch_env_factory(setup: LearningSetup, wrap_env: EnvWrapper | None = None) -> EnvGroupFactory:
