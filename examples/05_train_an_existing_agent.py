@@ -96,12 +96,11 @@ async def agent(endpoint, task) -> float:
 
 async def main() -> None:
     # agentrl's side: the model, the gateway it is served through, the agent player, a Trainer.
-    from agentrl import ChatRenderer, TrainConfig, Trainer
+    from agentrl import TrainConfig
     from agentrl.backends.local import LocalBackend, LoraSpec
     from agentrl.chat.tokenizers import build_qwen_tokenizer
     from agentrl.core.types import TaskInfo
-    from agentrl.gateway import AgentPlayer, Gateway, GatewayServer
-    from agentrl.training.build import rollout_config_for
+    from agentrl.recipes.agent import agent_trainer
 
     out = Path(os.environ.get("AGENTRL_EXAMPLE_OUT", "runs/examples")) / "05_existing_agent"
     shutil.rmtree(out, ignore_errors=True)  # a fresh run each time
@@ -124,24 +123,12 @@ async def main() -> None:
         run_dir=out,
     )
     tasks = [TaskInfo(task_id=f"task-{i}", description=text) for i, text in enumerate(TASKS)]
-    rollout = rollout_config_for(config, config.group_size, config.sampling_params())
-    gateway = Gateway.for_tokenizer(tokenizer, config=rollout, model="tiny")
-    async with GatewayServer(gateway) as server:  # a free loopback port
-        player = AgentPlayer(agent, gateway=gateway, base_url=server.base_url, config=rollout)
-        trainer = Trainer(
-            config=config,
-            backend=backend,
-            env_factory=None,  # no env: the agent plays the tasks
-            tasks=tasks,
-            renderer=ChatRenderer(tokenizer),
-            protocol=None,  # no protocol: the agent brings its own tools
-            player=player,
-            progress=False,
-        )
-        try:
-            result = await trainer.run()
-        finally:
-            await trainer.close()
+    # the gateway on a free loopback port, K copies of the agent per task, the usual Trainer
+    async with agent_trainer(
+        agent, tasks, config=config, backend=backend, tokenizer=tokenizer, progress=False
+    ) as run:
+        result = await run.trainer.run()
+    gateway = run.gateway
     for m in result.metrics:
         loss = "-" if m.loss is None else f"{m.loss:+.4f}"
         print(

@@ -14,10 +14,9 @@ import pytest
 
 from agentrl.chat import ChatRenderer
 from agentrl.core.types import TaskInfo, ToolCall
-from agentrl.gateway import AgentEndpoint, AgentPlayer, AgentResult, Gateway, GatewayServer
+from agentrl.gateway import AgentEndpoint, AgentResult
+from agentrl.recipes.agent import agent_trainer
 from agentrl.testing import KeyedPolicySampler
-from agentrl.training.build import rollout_config_for
-from agentrl.training.trainer import Trainer
 from tests.helpers.trainer_helpers import PolicyDrivenBackend, tiny_backend, toy_config
 
 agents = pytest.importorskip("agents")
@@ -88,26 +87,11 @@ async def test_an_agents_sdk_agent_trains_one_update(qwen_tokenizer: Any, tmp_pa
     inner = tiny_backend(config, qwen_tokenizer)
     backend = PolicyDrivenBackend(inner, qwen_tokenizer, 0)
     backend._sampler = KeyedPolicySampler(qwen_tokenizer, counting_policy(renderer))
-    rollout = rollout_config_for(config, config.group_size, config.sampling_params())
-    gateway = Gateway.for_tokenizer(qwen_tokenizer, config=rollout)
-    async with GatewayServer(gateway) as server:
-        player = AgentPlayer(
-            _adapted, gateway=gateway, base_url=server.base_url, config=rollout, timeout=120
-        )
-        trainer = Trainer(
-            config=config,
-            backend=backend,
-            env_factory=None,
-            tasks=TASKS,
-            renderer=renderer,
-            protocol=None,
-            player=player,
-            progress=False,
-        )
-        try:
-            result = await trainer.run()
-        finally:
-            await trainer.close()
+    async with agent_trainer(
+        _adapted, TASKS, config=config, backend=backend, tokenizer=qwen_tokenizer, timeout=120
+    ) as run:
+        result = await run.trainer.run()
+    gateway = run.gateway
     (metrics,) = result.metrics
     assert metrics.stats.episodes == 8 and metrics.stats.errors == 0
     assert metrics.trained_trajectories > 0 and metrics.loss is not None

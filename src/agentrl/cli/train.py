@@ -53,41 +53,17 @@ async def _train(config: TrainConfig) -> int:
 
 async def _train_agent(config: TrainConfig, tasks: list[TaskInfo], tokenizer: Any) -> int:
     """`--agent`: the agent plays the games through the gateway, served on a loopback port."""
-    from agentrl.gateway import AgentPlayer, Gateway, GatewayServer
     from agentrl.gateway.agent import load_agent
+    from agentrl.recipes.agent import agent_trainer
     from agentrl.training import recipe
-    from agentrl.training.build import renderer_for_tools, rollout_config_for
-    from agentrl.training.trainer import Trainer
 
     agent = load_agent(config.agent or "")
-    rollout = rollout_config_for(config, config.group_size, config.sampling_params())
-    gateway = Gateway(
-        lambda tools: renderer_for_tools(tokenizer, tools, config),
-        config=rollout,
-        model=config.base_model,
-    )
     backend = await recipe.training_backend_for(config, tokenizer)
     try:
-        async with GatewayServer(gateway) as server:
-            print(f"gateway: {server.base_url}/s/<session>/v1 (one session per episode)")
-            player = AgentPlayer(
-                agent,
-                gateway=gateway,
-                base_url=server.base_url,
-                config=rollout,
-                reward_fn=config.reward_fn(),
-                timeout=config.agent_timeout,
-            )
-            trainer = Trainer(
-                config=config,
-                backend=backend,
-                env_factory=None,
-                tasks=tasks,
-                renderer=renderer_for_tools(tokenizer, (), config),
-                protocol=None,
-                player=player,
-            )
-            return await _run(trainer, config)
+        async with agent_trainer(
+            agent, tasks, config=config, backend=backend, tokenizer=tokenizer, announce=print
+        ) as run:
+            return await _run(run.trainer, config)
     finally:
         await backend.close()
 
