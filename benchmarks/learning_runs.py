@@ -48,15 +48,23 @@ def base_setup(size: str, seed: int, updates: int | None, task: str = "fetch") -
     return replace(chosen, updates=updates) if updates else chosen
 
 
+def setup_of(args: argparse.Namespace, variant: Variant, seed: int) -> LearningSetup:
+    """The setup of one run: the preset, then the variant's change, then `--learning-rate`."""
+    setup = variant(base_setup(args.size, seed, args.updates, args.task))
+    return replace(setup, learning_rate=args.learning_rate) if args.learning_rate else setup
+
+
 def add_arguments(parser: argparse.ArgumentParser, variants: Sequence[str], out: str) -> None:
     """The options both benchmarks share (and the hidden worker options)."""
     parser.add_argument("--out", type=Path, default=Path(out))
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds F..F+N-1 (F: --first-seed)")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed F")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--size", choices=SIZES, default="benchmark")
     parser.add_argument("--task", choices=list(TASKS), default="fetch", help="fetch | fetch2")
     parser.add_argument("--updates", type=int, default=None, help="override the update count")
+    parser.add_argument("--learning-rate", type=float, default=None, help="override the RL lr")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", choices=variants, default=variants[0], help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -69,7 +77,7 @@ def worker(args: argparse.Namespace, variants: Mapping[str, Variant]) -> None:
     from agentrl.recipes.learning import fetch_tokenizer, run_learning
 
     torch.set_num_threads(args.threads)
-    setup = variants[args.variant](base_setup(args.size, args.seed, args.updates, args.task))
+    setup = setup_of(args, variants[args.variant], args.seed)
     name = f"{args.variant}-seed{args.seed}"
 
     def point(p: object) -> None:
@@ -89,7 +97,9 @@ def run_all(
     each); results and wall minutes."""
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
-    jobs = [(name, seed) for name in names for seed in range(args.seeds)]
+    first = getattr(args, "first_seed", 0)
+    seeds = range(first, first + args.seeds)
+    jobs = [(name, seed) for name in names for seed in seeds]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         done = list(pool.map(lambda job: _launch(script, args, *job), jobs))
     results: dict[str, list[Run]] = {}
@@ -100,11 +110,15 @@ def run_all(
 
 def _launch(script: Path, args: argparse.Namespace, variant: str, seed: int) -> Run:
     command = [sys.executable, str(script), "--worker", "--out", str(args.out)]
-    command += ["--size", args.size, "--task", args.task, "--variant", variant]
-    command += ["--seed", str(seed)]
+    command += ["--size", args.size, "--variant", variant, "--seed", str(seed)]
+    # the options only learning.py / losses.py declare (learning_vault.py shares run_all)
+    if getattr(args, "task", "fetch") != "fetch":
+        command += ["--task", args.task]
     command += ["--threads", str(args.threads)]
     if args.updates:
         command += ["--updates", str(args.updates)]
+    if getattr(args, "learning_rate", None):
+        command += ["--learning-rate", str(args.learning_rate)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     threads = str(args.threads)
@@ -161,7 +175,7 @@ def table(results: Mapping[str, list[Run]], label: str, ok_at: float = 0.9) -> s
         after = [success(r, -1) for r in runs]
         mean, std = mean_std(after)
         area = mean_std([_area(r) for r in runs])[0]
-        firsts = ", ".join(str(first_at(r, 0.9) or "-") for r in runs)
+        firsts = ", ".join(or_dash(first_at(r, 0.9)) for r in runs)
         minutes = mean_std([float(r["seconds"]) / 60 for r in runs])[0]
         lines.append(
             f"| {name} | {len(runs)} | {rand:.1%} | {before:.1%} | {mean:.1%} ± {std:.1%} | "
@@ -169,6 +183,11 @@ def table(results: Mapping[str, list[Run]], label: str, ok_at: float = 0.9) -> s
             f"{firsts} | {minutes:.1f} |"
         )
     return "\n".join(lines)
+
+
+def or_dash(update: int | None) -> str:
+    """An update number for a table; `-` for none."""
+    return "-" if update is None else str(update)
 
 
 def seeds_ok(runs: Sequence[Run], level: float) -> int:

@@ -90,10 +90,11 @@ def per_seed_table(results: dict[str, list[Run]]) -> str:
     ]
     for name, runs in results.items():
         for run in runs:
+            first = learning_runs.or_dash(learning_runs.first_at(run, 0.9))
             lines.append(
                 f"| {name} | {run['setup']['seed']} | {run['random_success']:.1%} | "
                 f"{learning_runs.success(run, 0):.1%} | {learning_runs.success(run, -1):.1%} | "
-                f"{learning_runs.first_at(run, 0.9) or '-'} | {run['seconds'] / 60:.1f} | "
+                f"{first} | {run['seconds'] / 60:.1f} | "
                 f"{run['load_at_end']:.1f} |"
             )
         cells = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,24 @@ def _check(report: Any, updates: int) -> None:
         assert f"{outcome.label} {outcome.path}" in " ".join(text.split())
 
 
-def test_quick_demo_on_generated_games(tmp_path: Path, alfworld_games: Any) -> None:
-    size = DEMO_SIZES["quick"]
+def test_quick_demo_on_generated_games(
+    tmp_path: Path, alfworld_games: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The quick size with the smoke learning phase, which runs in its own process beside the
+    ALFWorld phases: its curve is printed after them, in one piece, and its plot is written."""
+    from agentrl.learning import SMOKE
+
+    size = replace(DEMO_SIZES["quick"], learning=SMOKE)
     report = run_demo(tmp_path / "demo", size, games=alfworld_games.root, progress=False)
     _check(report, size.updates)
+    printed = capsys.readouterr().out
+    assert "in the background" in printed
+    curve = printed.index("update   0:"), printed.index("update   1:"), printed.index("update   2:")
+    assert list(curve) == sorted(curve)
+    assert printed.index("warm start:") < curve[0]  # the ALFWorld phases printed first
+    assert report.learning is not None and [p.update for p in report.learning.curve] == [0, 1, 2]
+    assert report.learning_plot is not None and report.learning_plot.stat().st_size > 0
+    assert (tmp_path / "demo" / "learning.log").is_file()
     with pytest.raises(FileExistsError, match="--overwrite"):
         run_demo(tmp_path / "demo", size, games=alfworld_games.root, progress=False)
 

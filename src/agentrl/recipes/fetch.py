@@ -106,7 +106,7 @@ TEST = LearningSetup(updates=150, eval_every=150, seed=3)
 Seed 3 with 150 updates is a seed measured to learn under both torch's AVX-512 and AVX2
 kernels (96.4% / 96.9% held-out): the recipe does not yet learn on every seed (see
 docs/learning.md), and a run is bit-reproducible on one machine, not across CPUs."""
-DEMO = LearningSetup(updates=150, eval_every=25, seed=3)
+DEMO = LearningSetup(updates=150, eval_every=50, seed=3)
 """The first phase of `agentrl demo` (the learning test's run, evaluated along the way)."""
 SMOKE = LearningSetup(
     updates=2,
