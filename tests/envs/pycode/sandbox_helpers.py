@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from pathlib import Path
 
 from agentrl.envs.pycode.sandbox import SandboxLimits, SandboxResult, run_sandboxed_async
@@ -12,16 +13,27 @@ from agentrl.envs.pycode.sandbox import SandboxLimits, SandboxResult, run_sandbo
 LIMITS = SandboxLimits(cpu_seconds=2, wall_seconds=6.0, memory_bytes=512 * 1024**2)
 
 
-def alive_in(result: SandboxResult) -> list[int]:
+def boot_seconds() -> float:
+    """Now, in the clock of `/proc/<pid>/stat`'s start times (seconds since boot)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def alive_in(result: SandboxResult, returned_at: float | None = None) -> list[int]:
     """Processes of the host still in the run's PID namespace (strict mode) or process group
-    (zombies, which hold nothing but a pid until reaped, aside)."""
+    (zombies, which hold nothing but a pid until reaped, aside).
+
+    `returned_at` (`boot_seconds()` when the call returned; default: now) leaves out processes
+    started after it: they cannot be the run's, and a namespace inode or a process group id of
+    a run that has ended is reused by later runs (another test's sandbox on a busy machine)."""
+    limit = boot_seconds() if returned_at is None else returned_at
+    ticks = os.sysconf("SC_CLK_TCK")
     alive = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if fields[0] == "Z":
+            if fields[0] == "Z" or int(fields[19]) / ticks > limit + 1 / ticks:
                 continue
             if result.pid_namespace is not None:
                 if os.stat(entry / "ns" / "pid").st_ino == result.pid_namespace:
