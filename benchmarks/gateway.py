@@ -27,6 +27,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -212,7 +213,8 @@ def main() -> None:
     if args.serve is not None:
         asyncio.run(serve(args.turns, args.serve))
         return
-    report = Path(f"/tmp/agentrl-gateway-bench-{time.time_ns()}.json")
+    scratch = tempfile.TemporaryDirectory(prefix="agentrl-gateway-bench-")
+    report = Path(scratch.name) / "checked.json"
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve", str(report), "--turns", str(args.turns)],
         stdout=subprocess.PIPE,
@@ -242,7 +244,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-        report.unlink(missing_ok=True)
+        scratch.cleanup()
     episodes = args.repeats * (args.episodes + args.sessions)
     ok = checked["exact"] and checked["checked"] == episodes
     print(

@@ -66,7 +66,7 @@ def test_losses_script_smoke(tmp_path: Path) -> None:
 
 
 def test_demo_learning_phase_smoke(tmp_path: Path) -> None:
-    """The demo's phase 0 at the smoke size: a curve, a plot and the before/after line."""
+    """The demo's phase 0 at the smoke size: a curve and a plot."""
     from agentrl.demo import _learning_phase
     from agentrl.learning import SMOKE
 

@@ -391,5 +391,4 @@ def _learning_phase(out: Path, setup: LearningSetup) -> tuple[LearningResult, Pa
     finally:
         torch.set_num_threads(threads)
     plot = plot_learning(result, out / "plots" / "learning.png")
-    print(learning_line(result).strip(), flush=True)
-    return result, plot
+    return result, plot  # the before/after line is the demo summary's (`DemoReport.describe`)
