@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 
 from agentrl.envs.pycode.sandbox import SandboxLimits, SandboxResult, run_sandboxed_async
@@ -49,16 +50,22 @@ def beside(attack: str, limits: SandboxLimits = LIMITS, **kwargs: object) -> San
     """Run `attack` next to a normal program: the normal one must print 42, and no process of
     either run may be left once the call returns."""
 
-    async def both() -> tuple[SandboxResult, SandboxResult]:
+    async def returned(run: Awaitable[SandboxResult]) -> tuple[SandboxResult, float]:
+        result = await run
+        return result, boot_seconds()
+
+    async def both() -> tuple[tuple[SandboxResult, float], tuple[SandboxResult, float]]:
         bad, good = await asyncio.gather(
-            run_sandboxed_async(attack, limits, **kwargs),  # type: ignore[arg-type]
-            run_sandboxed_async("print(6 * 7)", LIMITS),
+            returned(run_sandboxed_async(attack, limits, **kwargs)),  # type: ignore[arg-type]
+            returned(run_sandboxed_async("print(6 * 7)", LIMITS)),
         )
         return bad, good
 
-    bad, good = asyncio.run(both())
+    (bad, bad_at), (good, good_at) = asyncio.run(both())
     assert good.ok and good.stdout == "42\n", good
-    assert alive_in(bad) == [] and alive_in(good) == []
+    # each run is checked against the moment *it* returned: the one that ended first may have
+    # its PID-namespace inode reused while the other still runs
+    assert alive_in(bad, bad_at) == [] and alive_in(good, good_at) == []
     return bad
 
 
