@@ -26,39 +26,7 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from agentrl.recipes.alfworld_scratch import PRESETS, ScratchResult, run_scratch
-
-
-def markdown(result: ScratchResult) -> str:
-    """The run as a markdown table."""
-    rows = [
-        ("exploring expert (train games)", result.explorer_train),
-        ("exploring expert (valid_unseen)", result.explorer_eval),
-        ("model before RL (valid_unseen)", result.before_rl),
-        ("model after RL (valid_unseen)", result.after_rl),
-    ]
-    lines = [
-        "| policy | success | episodes | turns / episode | invalid / turn | tokens / episode |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, s in rows:
-        lines.append(
-            f"| {name} | {s.success:.3f} | {s.episodes} | {s.turns_per_episode:.1f} | "
-            f"{s.invalid_per_turn:.3f} | {s.tokens_per_episode:.0f} |"
-        )
-    setup = result.setup
-    lines += [
-        "",
-        f"Model: {result.parameters / 1e6:.2f}M parameters (hidden {setup.hidden_size}, "
-        f"{setup.layers} layers), device {result.device}; {result.demos} demonstrations "
-        f"({result.demo_tokens} tokens), {setup.sft_steps} imitation steps ({result.sft_tokens} "
-        f"tokens), {setup.updates} RL updates of {setup.games_per_batch} x {setup.group_size}.",
-        "",
-        "Wall seconds per phase: "
-        + ", ".join(f"{k} {v:.1f}" for k, v in result.seconds.items())
-        + f"; CPU seconds of the main process: {result.cpu_seconds:.1f}.",
-    ]
-    return "\n".join(lines) + "\n"
+from agentrl.recipes.alfworld_scratch import PRESETS, result_markdown, run_scratch
 
 
 def main() -> None:
@@ -76,8 +44,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run_scratch(setup, args.out, args.data_root))
     (args.out / "result.json").write_text(json.dumps(asdict(result), indent=2))
-    (args.out / "result.md").write_text(markdown(result))
-    print(markdown(result))
+    (args.out / "result.md").write_text(result_markdown(result))
+    print(result_markdown(result))
     minutes = result.seconds["total"] / 60
     print(
         f"success_before_rl={result.before_rl.success:.3f} "

@@ -5,11 +5,14 @@
 `alfworld_games`: a small verified ALFWorld game set generated once per test session
 (6 train covering all six task types, 2 valid_seen, 2 valid_unseen; seed 0). It is cached in
 pytest's cache folder under a key that changes whenever the generator's code changes, so a
-rerun reuses it. Tests that need it skip when the `alfworld` extra is missing.
+rerun reuses it; the test processes of one run (pytest-xdist) share it: the first generates it
+under a file lock, the others wait and read it. Tests that need it skip when the `alfworld`
+extra is missing.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 from pathlib import Path
@@ -41,9 +44,14 @@ def alfworld_games(request: pytest.FixtureRequest):  # -> GenerationReport
     cache = getattr(request.config, "cache", None)  # absent under `-p no:cacheprovider`
     if cache is not None:
         out = cache.mkdir(name)
-    else:
-        out = request.getfixturevalue("tmp_path_factory").mktemp(name)
-    report = generate_games(out, progress=False, **ALFWORLD_GAMES)
+    else:  # the folder above each xdist worker's base temp is the run's, shared by them all
+        base = request.getfixturevalue("tmp_path_factory").getbasetemp()
+        shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+        out = shared / name
+        out.mkdir(parents=True, exist_ok=True)
+    with open(out.with_name(out.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process generates, the others then resume it
+        report = generate_games(out, progress=False, **ALFWORLD_GAMES)
     expected = sum(ALFWORLD_GAMES[split] for split in ("train", "valid_seen", "valid_unseen"))
     assert len(report.games) == expected, report.failures
     return report

@@ -63,9 +63,10 @@ def test_zero_budget_stores_nothing() -> None:
 
 def test_micro_batches_respect_the_padded_token_budget() -> None:
     assert micro_batches([3, 3, 3, 3], 6) == [[0, 1], [2, 3]]
-    assert micro_batches([2, 8, 2], 8) == [[0], [1], [2]]
+    assert micro_batches([2, 8, 2], 8) == [[0, 2], [1]]  # like lengths share a batch
     assert micro_batches([10], 4) == [[0]]
     assert micro_batches([1, 2, 3], 100) == [[0, 1, 2]]
+    assert micro_batches([9, 1, 9, 1], 4) == [[1, 3], [0], [2]]  # no short row padded to 9
 
 
 def scan_best(stored: dict[int, list[int]], query: list[int]) -> tuple[int, int] | None:

@@ -313,6 +313,7 @@ async def test_the_segments_of_one_trajectory_are_one_sequence(qwen_tokenizer, t
     keyed = [replace(d, sequence=key) for d, key in zip(datums, ["a", "a", "b", None], strict=True)]
     assert batch_totals(keyed)[1] == 3 and batch_totals(datums)[1] == 4
     assert micro_batches([5, 5, 5], 5, [0, 0, 1]) == [[0, 1], [2]]  # a sequence is not split
+    assert micro_batches([9, 1, 2], 100, [0, 0, 1]) == [[2, 0, 1]]  # sorted, kept in order
     config = LossConfig(normalisation=LossNormalisation.SEQUENCE)
     results, gradients = [], []
     for budget in (1 << 20, 1):  # all at once; then one datum (or one sequence) per batch

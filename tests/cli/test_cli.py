@@ -29,14 +29,14 @@ def test_generate_writes_verified_games(tmp_path: Path, capsys: pytest.CaptureFi
     pytest.importorskip("textworld")
     from agentrl.envs.alfworld.data import find_games
 
-    status = main(
-        ["generate", "--out", str(tmp_path), "--valid-seen", "1", "--seed", "3", "--quiet"]
-    )
+    command = ["generate", "--out", str(tmp_path), "--valid-seen", "1", "--seed", "3", "--quiet"]
+    command += ["--task-types", "look_at_obj_in_light", "--max-receptacles", "12"]
+    status = main(command)
     out = capsys.readouterr().out
     assert status == 0, out
     assert "wrote 1 games" in out and "valid_seen (1)" in out
     (game,) = find_games(tmp_path)
-    assert game.split == "valid_seen"
+    assert game.split == "valid_seen" and game.task_type == "look_at_obj_in_light"
 
 
 def test_generate_fails_when_nothing_verifies(

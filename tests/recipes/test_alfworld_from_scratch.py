@@ -45,3 +45,33 @@ def test_alfworld_from_scratch_smoke(alfworld_games: Any, tmp_path: Path) -> Non
     assert len(result["train_success"]) == result["setup"]["updates"] == 1
     assert result["parameters"] > 0 and set(result["seconds"]) >= {"imitation", "rl", "total"}
     assert "| model after RL (valid_unseen) |" in (out / "result.md").read_text()
+
+
+CPU_SCRIPT = BENCHMARKS / "alfworld_cpu.py"
+
+
+def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_path: Path) -> None:
+    """`benchmarks/alfworld_cpu.py` at the smoke size: per-seed results, the summary table
+    (steps and invalid actions per episode before / after RL) and the last line's keys."""
+    out = tmp_path / "cpu"
+    command = [sys.executable, str(CPU_SCRIPT), "--preset", "cpu-smoke", "--out", str(out)]
+    command += ["--seeds", "1", "--first-seed", "4", "--data-root", str(alfworld_games.root)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    pattern = (
+        r"imitation_success=([\d.]+) rl_success=([\d.]+) seeds=1 improved_seeds=([01]) "
+        r"minutes=[\d.]+"
+    )
+    match = re.fullmatch(pattern, last)
+    assert match, last
+    result = json.loads((out / "seed-4" / "result.json").read_text())
+    assert result["setup"]["seed"] == 4
+    assert float(match[1]) == round(result["before_rl"]["success"], 3)
+    assert float(match[2]) == round(result["after_rl"]["success"], 3)
+    after = result["after_rl"]
+    assert after["invalid_per_episode"] == pytest.approx(
+        after["invalid_per_turn"] * after["turns_per_episode"]
+    )
+    summary = (out / "summary.md").read_text()
+    assert "| 4 |" in summary and "| mean |" in summary and "invalid / episode" in summary

@@ -49,5 +49,17 @@ def add_parser(subparsers: Subparsers) -> None:
         default=120.0,
         help="seconds to verify one game before discarding it",
     )
+    parser.add_argument(
+        "--task-types",
+        default=None,
+        help="alfworld: comma-separated task types (default: all six), e.g. "
+        "pick_and_place_simple,look_at_obj_in_light",
+    )
+    parser.add_argument(
+        "--max-receptacles",
+        type=int,
+        default=None,
+        help="alfworld: only floor plans with at most this many receptacles (small rooms: 6-13)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)

@@ -37,14 +37,25 @@ from agentrl.backends.base import AdamParams, LossConfig, LossName, Sampler, Sam
 from agentrl.chat import ChatRenderer
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
-from agentrl.envs.alfworld.data import find_games
+from agentrl.envs.alfworld.data import TASK_TYPES, find_games
 from agentrl.envs.alfworld.explorer import explorer_policy
 from agentrl.envs.alfworld.generate import generate_games
 from agentrl.envs.alfworld.tools import alfworld_tool_protocol
 from agentrl.recipes.tokenizer import bpe_tokenizer
 from agentrl.rollout import RolloutConfig, rollout_batch
 
-__all__ = ["CPU_SMOKE", "GPU", "PRESETS", "Score", "ScratchResult", "ScratchSetup", "run_scratch"]
+__all__ = [
+    "CPU",
+    "CPU_SMOKE",
+    "GPU",
+    "PRESETS",
+    "Score",
+    "ScratchResult",
+    "ScratchSetup",
+    "generate_scratch_games",
+    "result_markdown",
+    "run_scratch",
+]
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,10 @@ class ScratchSetup:
     train_games: int = 640
     eval_games: int = 64
     """Generated valid_unseen games (floor plans train never uses)."""
+    task_types: tuple[str, ...] = TASK_TYPES
+    """The task types of the generated games (all six by default)."""
+    max_receptacles: int | None = None
+    """Only floor plans with at most this many receptacles (`scene_pool`; None: every one)."""
     corpus_games: int = 48
     """Train games whose rendered explorer episodes train the tokenizer."""
     vocab_size: int = 2048
@@ -116,7 +131,37 @@ CPU_SMOKE = replace(
     torch_threads=1,
 )
 """Plumbing only (about a minute on 2 CPU cores): the smoke test's size."""
-PRESETS = {"gpu": GPU, "cpu-smoke": CPU_SMOKE}
+CPU = replace(
+    ScratchSetup(),
+    train_games=240,
+    eval_games=48,
+    task_types=("pick_and_place_simple",),
+    max_receptacles=13,
+    hidden_size=128,
+    layers=4,
+    heads=4,
+    kv_heads=2,
+    max_steps=30,
+    max_trajectory_tokens=4096,
+    sft_steps=400,
+    sft_batch=16,
+    sft_learning_rate=2e-3,
+    updates=12,
+    games_per_batch=8,
+    group_size=8,
+    learning_rate=1e-4,
+    eval_samples=2,
+    device="cpu",
+    micro_batch_tokens=16_384,
+    max_batch_rows=64,
+    env_workers=2,
+    torch_threads=2,
+    concurrent_games=64,
+)
+"""The miniature for 2 CPU cores (`benchmarks/alfworld_cpu.py`): "put" games in the small
+rooms (at most 13 receptacles: bathrooms, bedrooms, small living rooms), a 0.9M-parameter
+model, 30 steps per episode."""
+PRESETS = {"gpu": GPU, "cpu": CPU, "cpu-smoke": CPU_SMOKE}
 BYTE_BUDGET = (512, 131_072)
 """Reply and trajectory tokens of the tokenizer's corpus episodes (byte-level tokens)."""
 
@@ -129,6 +174,7 @@ class Score:
     episodes: int
     turns_per_episode: float
     invalid_per_turn: float
+    invalid_per_episode: float
     tokens_per_episode: float
     seconds: float
 
@@ -168,24 +214,33 @@ def _score(groups: list[TrajectoryGroup], seconds: float) -> Score:
         episodes=len(trajectories),
         turns_per_episode=len(turns) / max(1, len(trajectories)),
         invalid_per_turn=float(np.mean([turn.invalid for turn in turns])) if turns else 0.0,
+        invalid_per_episode=sum(turn.invalid for turn in turns) / max(1, len(trajectories)),
         tokens_per_episode=float(np.mean(tokens)) if tokens else 0.0,
         seconds=seconds,
     )
+
+
+def generate_scratch_games(setup: ScratchSetup, root: Path) -> Path:
+    """The run's verified train and valid_unseen games, generated into `root` (resumed when
+    already there; seeded by `setup.seed`); returns `root`."""
+    generate_games(
+        root,
+        train=setup.train_games,
+        valid_unseen=setup.eval_games,
+        seed=setup.seed,
+        task_types=setup.task_types,
+        max_receptacles=setup.max_receptacles,
+        workers=setup.env_workers or os.cpu_count(),
+        progress=False,
+    )
+    return root
 
 
 def _tasks(
     setup: ScratchSetup, out: Path, data_root: Path | None
 ) -> tuple[list[TaskInfo], list[TaskInfo]]:
     if data_root is None:
-        data_root = out / "games"
-        generate_games(
-            data_root,
-            train=setup.train_games,
-            valid_unseen=setup.eval_games,
-            seed=setup.seed,
-            workers=setup.env_workers or os.cpu_count(),
-            progress=False,
-        )
+        data_root = generate_scratch_games(setup, out / "games")
     train = [g.to_task() for g in find_games(data_root, ["train"])][: setup.train_games]
     held_out = [g.to_task() for g in find_games(data_root, ["valid_unseen"])][: setup.eval_games]
     return train, held_out
@@ -319,6 +374,43 @@ def _trainer(
     )
 
 
+def result_markdown(result: ScratchResult) -> str:
+    """The run as a markdown table."""
+    rows = [
+        ("exploring expert (train games)", result.explorer_train),
+        ("exploring expert (valid_unseen)", result.explorer_eval),
+        ("model before RL (valid_unseen)", result.before_rl),
+        ("model after RL (valid_unseen)", result.after_rl),
+    ]
+    lines = [
+        "| policy | success | episodes | steps / episode | invalid / episode | invalid / turn "
+        "| tokens / episode |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, s in rows:
+        lines.append(
+            f"| {name} | {s.success:.3f} | {s.episodes} | {s.turns_per_episode:.1f} | "
+            f"{s.invalid_per_episode:.2f} | {s.invalid_per_turn:.3f} | "
+            f"{s.tokens_per_episode:.0f} |"
+        )
+    setup = result.setup
+    lines += [
+        "",
+        f"Model: {result.parameters / 1e6:.2f}M parameters (hidden {setup.hidden_size}, "
+        f"{setup.layers} layers), device {result.device}; {result.demos} demonstrations "
+        f"({result.demo_tokens} tokens), {setup.sft_steps} imitation steps ({result.sft_tokens} "
+        f"tokens), {setup.updates} RL updates of {setup.games_per_batch} x {setup.group_size}; "
+        f"games: {', '.join(setup.task_types)}"
+        + (f", rooms of <= {setup.max_receptacles} receptacles" if setup.max_receptacles else "")
+        + f", <= {setup.max_steps} steps.",
+        "",
+        "Wall seconds per phase: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in result.seconds.items())
+        + f"; CPU seconds of the main process: {result.cpu_seconds:.1f}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 async def run_scratch(
     setup: ScratchSetup, out: Path, data_root: Path | None = None
 ) -> ScratchResult:
@@ -360,11 +452,14 @@ async def run_scratch(
             await backend.optim_step(AdamParams(learning_rate=setup.sft_learning_rate))
             sft_loss.append(round(fb.loss, 4))
             sft_tokens += sum(len(d.target_tokens) for d in batch)
+            if len(sft_loss) % 50 == 0:
+                print(f"imitation step {len(sft_loss)}: loss {fb.loss:.4f}", flush=True)
         lap("imitation")
         _, before = await run.play(await backend.sampler(), tokenizer, held_out, setup.eval_samples)
         lap("eval_before_rl")
-        trainer = _trainer(setup, run, backend, tokenizer, train, out / "run")
         train_success = []
+        if setup.updates:
+            trainer = _trainer(setup, run, backend, tokenizer, train, out / "run")
         for number in range(1, setup.updates + 1):
             metrics = await trainer.update(number)
             train_success.append(round(metrics.stats.success_rate, 4))

@@ -122,3 +122,31 @@ def test_bad_arguments() -> None:
         generate_games("/tmp/never", train=-1)
     with pytest.raises(ValueError, match="unknown task types"):
         generate_games("/tmp/never", train=1, task_types=["dance"])
+    with pytest.raises(ValueError, match="max_receptacles=5: no train floor plan"):
+        generate_games("/tmp/never", train=1, max_receptacles=5)
+
+
+def test_small_rooms_only(tmp_path: Path) -> None:
+    """`max_receptacles` keeps to the floor plans with that few receptacles, in both splits."""
+    from agentrl.envs.alfworld.scenes import load_scene
+
+    small = scene_pool("valid_unseen", 10)
+    assert small and set(small) < set(scene_pool("valid_unseen"))
+    assert all(len(load_scene(n).receptacles) <= 10 for n in small)
+    report = generate_games(
+        tmp_path,
+        train=2,
+        valid_unseen=1,
+        seed=3,
+        task_types=["pick_and_place_simple"],
+        max_receptacles=10,
+        workers=1,
+        progress=False,
+    )
+    assert len(report.games) == 3
+    for game in report.games:
+        traj = json.loads((game.path.parent / "traj_data.json").read_text())
+        assert traj["task_type"] == "pick_and_place_simple"
+        assert len(load_scene(traj["scene"]["scene_num"]).receptacles) <= 10
+    manifest = json.loads((tmp_path / "generation.json").read_text())
+    assert manifest["max_receptacles"] == 10

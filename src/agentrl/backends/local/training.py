@@ -73,11 +73,14 @@ def batch_totals(datums: Sequence[Datum]) -> tuple[float, int]:
 def micro_batches(
     lengths: Sequence[int], token_budget: int, sequences: Sequence[int] | None = None
 ) -> list[list[int]]:
-    """Greedy, order-preserving packing of datum indices into padded batches of at most
-    `token_budget` tokens (rows x longest row); a datum longer than the budget is alone. The
-    datums of one sequence (`sequences`: each datum's `sequence_index`) stay in one batch, so
-    gspo's ratio and `sequence` normalisation see a whole trajectory (its segments together,
-    over the budget if they must)."""
+    """Greedy packing of datum indices into padded batches of at most `token_budget` tokens
+    (rows x longest row), shortest first so that rows of like length share a batch (episodes
+    of 7 and 30 turns side by side would pad the short one to the long one's length, and the
+    padding costs as much compute as tokens); a datum longer than the budget is alone.
+    The order is a function of the lengths alone (a stable sort), so it is deterministic. The
+    datums of one sequence (`sequences`: each datum's `sequence_index`) stay in one batch, in
+    their order, so gspo's ratio and `sequence` normalisation see a whole trajectory (its
+    segments together, over the budget if they must)."""
     owner = list(range(len(lengths))) if sequences is None else list(sequences)
     units: list[list[int]] = []
     for index in range(len(lengths)):
@@ -85,6 +88,7 @@ def micro_batches(
             units[-1].append(index)
         else:
             units.append([index])
+    units.sort(key=lambda unit: max(lengths[i] for i in unit))
     batches: list[list[int]] = []
     current: list[int] = []
     longest = 0
@@ -162,7 +166,8 @@ def run_forward_backward(
             logp = logp_all.gather(-1, targets[:, None])[:, 0]
             old = _tensor([d.logprobs for d in rows], width, torch.float32, device)[where]
             adv = _tensor([d.advantages for d in rows], width, torch.float32, device)[where]
-            row_owner = torch.tensor([owners[i] - owners[batch[0]] for i in batch], device=device)
+            local = {owner: n for n, owner in enumerate(dict.fromkeys(owners[i] for i in batch))}
+            row_owner = torch.tensor([local[owners[i]] for i in batch], device=device)
             rows_index = row_owner[:, None].expand(-1, width)
             ref = None
             if config.kl_coef > 0:

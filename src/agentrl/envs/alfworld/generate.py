@@ -35,7 +35,7 @@ from agentrl.envs.alfworld.data import (
 )
 from agentrl.envs.alfworld.expert import ExpertTask, expert_plan, parse_world
 from agentrl.envs.alfworld.problem import GameSpec, build_game, problem_pddl
-from agentrl.envs.alfworld.scenes import alfworld_gen
+from agentrl.envs.alfworld.scenes import alfworld_gen, load_scene
 
 __all__ = [
     "GenerationReport",
@@ -100,12 +100,18 @@ def verify_game(game_file: str) -> VerifyResult:
         engine.close()
 
 
-def scene_pool(split: str) -> tuple[int, ...]:
-    """Floor plans a split draws from: ALFRED's train scenes, or its held-out test scenes."""
+def scene_pool(split: str, max_receptacles: int | None = None) -> tuple[int, ...]:
+    """Floor plans a split draws from: ALFRED's train scenes, or its held-out test scenes;
+    with `max_receptacles`, only the floor plans with at most that many receptacles (the
+    small rooms: 6 to 13 receptacles where kitchens have up to 54)."""
     constants, _ = alfworld_gen()
     if split == "valid_unseen":
-        return tuple(constants.TEST_SCENE_NUMBERS)
-    return tuple(constants.TRAIN_SCENE_NUMBERS)
+        numbers = tuple(constants.TEST_SCENE_NUMBERS)
+    else:
+        numbers = tuple(constants.TRAIN_SCENE_NUMBERS)
+    if max_receptacles is None:
+        return numbers
+    return tuple(n for n in numbers if len(load_scene(n).receptacles) <= max_receptacles)
 
 
 @dataclass(frozen=True)
@@ -121,11 +127,11 @@ class _Candidate:
 
 
 def _candidate(
-    split: str, index: int, attempt: int, seed: int, task_type: str
+    split: str, index: int, attempt: int, seed: int, task_type: str, scenes: Sequence[int]
 ) -> _Candidate | None:
     game_seed = random.Random(f"agentrl:{seed}:{split}:{index}:{attempt}").randrange(2**31)
     rng = random.Random(game_seed)
-    spec = build_game(task_type, scene_pool(split), rng)
+    spec = build_game(task_type, scenes, rng)
     if spec is None:
         return None
     trial = f"trial_agentrl_s{seed}_{split}_{index:05d}_a{attempt}"
@@ -190,6 +196,7 @@ async def _generate_one(
     index: int,
     seed: int,
     task_type: str,
+    scenes: Sequence[int],
     timeout: float,
     max_attempts: int,
     failures: list[str],
@@ -200,7 +207,7 @@ async def _generate_one(
     json_dir = root / JSON_DIR
     staging = root / ".staging"
     for attempt in range(max_attempts):
-        candidate = _candidate(split, index, attempt, seed, task_type)
+        candidate = _candidate(split, index, attempt, seed, task_type, scenes)
         if candidate is None:
             failures.append(f"{split}[{index}] attempt {attempt}: no {task_type} game fits")
             continue
@@ -232,6 +239,7 @@ async def _generate_all(
     counts: Mapping[str, int],
     seed: int,
     task_types: Sequence[str],
+    max_receptacles: int | None,
     workers: int,
     timeout: float,
     max_attempts: int,
@@ -242,6 +250,7 @@ async def _generate_all(
     from agentrl.envs.alfworld.workers import CallWorker
 
     jobs: asyncio.Queue[tuple[str, int, str]] = asyncio.Queue()
+    pools = {split: scene_pool(split, max_receptacles) for split in SPLITS}
     for split in SPLITS:
         order = _task_order(split, seed, task_types)
         for index in range(counts.get(split, 0)):
@@ -258,7 +267,16 @@ async def _generate_all(
             while not jobs.empty():
                 split, index, task_type = jobs.get_nowait()
                 game = await _generate_one(
-                    worker, root, split, index, seed, task_type, timeout, max_attempts, failures
+                    worker,
+                    root,
+                    split,
+                    index,
+                    seed,
+                    task_type,
+                    pools[split],
+                    timeout,
+                    max_attempts,
+                    failures,
                 )
                 if game is not None:
                     games.append(game)
@@ -281,6 +299,7 @@ def generate_games(
     valid_unseen: int = 0,
     seed: int = 0,
     task_types: Sequence[str] = TASK_TYPES,
+    max_receptacles: int | None = None,
     workers: int | None = None,
     timeout: float = 120.0,
     max_attempts: int = 5,
@@ -289,7 +308,8 @@ def generate_games(
     """Generate and verify games into `out` (the data root); see the module docstring.
 
     Task types cycle through `task_types` (in a seeded order per split), so any 6
-    consecutive games of a split cover all six types. `workers` verification processes run
+    consecutive games of a split cover all six types. `max_receptacles` keeps to the floor
+    plans with at most that many receptacles (`scene_pool`). `workers` verification processes run
     in parallel (default: the CPU count, at most 4); `timeout` bounds each verification.
     """
     counts = {"train": train, "valid_seen": valid_seen, "valid_unseen": valid_unseen}
@@ -298,6 +318,13 @@ def generate_games(
     unknown = [t for t in task_types if t not in TASK_TYPES]
     if unknown or not task_types:
         raise ValueError(f"unknown task types {unknown}; expected a subset of {TASK_TYPES}")
+    if max_receptacles is not None:
+        for split, n in counts.items():
+            if n and not scene_pool(split, max_receptacles):
+                raise ValueError(
+                    f"max_receptacles={max_receptacles}: no {split} floor plan has that few "
+                    "receptacles (the smallest have 6); raise it"
+                )
     root = Path(out).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -306,7 +333,15 @@ def generate_games(
     def work() -> tuple[list[GameExample], list[str]]:
         return asyncio.run(
             _generate_all(
-                root, counts, seed, task_types, n_workers, timeout, max_attempts, progress
+                root,
+                counts,
+                seed,
+                task_types,
+                max_receptacles,
+                n_workers,
+                timeout,
+                max_attempts,
+                progress,
             )
         )
 
@@ -329,6 +364,8 @@ def generate_games(
         "generator": "agentrl",
         "seed": seed,
         "requested": counts,
+        "task_types": list(task_types),
+        "max_receptacles": max_receptacles,
         "counts": report.counts(),
         "discarded": report.discarded,
         "games": [g.id for g in games],

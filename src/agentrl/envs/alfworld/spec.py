@@ -81,6 +81,15 @@ def _planner(
     )
 
 
+def _task_types(text: str | None) -> tuple[str, ...]:
+    """`--task-types`: a comma-separated list (None: all six)."""
+    from agentrl.envs.alfworld.data import TASK_TYPES
+
+    if text is None:
+        return TASK_TYPES
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
 def _generate(args: argparse.Namespace) -> int:
     """`agentrl generate` (`--env alfworld`): verified games under `--out`."""
     from agentrl.envs.alfworld.data import TASK_TYPES
@@ -94,6 +103,8 @@ def _generate(args: argparse.Namespace) -> int:
         valid_seen=args.valid_seen,
         valid_unseen=args.valid_unseen,
         seed=args.seed,
+        task_types=_task_types(args.task_types),
+        max_receptacles=args.max_receptacles,
         workers=args.workers,
         timeout=args.timeout,
         progress=not args.quiet,

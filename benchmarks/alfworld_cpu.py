@@ -1,0 +1,132 @@
+"""ALFWorld on 2 CPU cores, in miniature: imitation of the exploring expert, then RL, seeds.
+
+The `cpu` preset of the from-scratch recipe (`agentrl.recipes.alfworld_scratch.CPU`): "put"
+games (`pick_and_place_simple`) in the small rooms (at most 13 receptacles), generated once
+into `--out/games` (train floor plans, and valid_unseen floor plans train never uses) and
+shared by the seeds; per seed a project tokenizer, a 0.9M-parameter Qwen3-architecture model
+from random weights, cross-entropy imitation of the explorer's demonstrations, success on
+valid_unseen, RL through the Trainer (GroupMean, PPO, reward `1[won] - 0.1 x invalid`),
+success on valid_unseen again. Each seed writes `--out/seed-K/result.{json,md}`; the summary
+(per seed and mean +- std: success, steps and invalid actions per episode, before and after
+RL) goes to `--out/summary.md`, and the last line printed is
+
+    imitation_success=I rl_success=A seeds=N improved_seeds=K minutes=M
+
+(`improved_seeds`: seeds whose success after RL is above their success before it).
+
+    python benchmarks/alfworld_cpu.py --out runs/alfworld-cpu             # 3 seeds
+    python benchmarks/alfworld_cpu.py --out runs/alfworld-cpu --seeds 1   # one
+
+`--data-root DIR` plays games already generated there; `--preset cpu-smoke` checks the
+plumbing in seconds (the test's size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from agentrl.recipes.alfworld_scratch import (
+    PRESETS,
+    ScratchResult,
+    ScratchSetup,
+    generate_scratch_games,
+    result_markdown,
+    run_scratch,
+)
+
+
+def _spread(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.3f}"
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def summary_markdown(results: list[ScratchResult]) -> str:
+    """Per seed and mean ± std over seeds, before and after RL (valid_unseen)."""
+    lines = [
+        "| seed | success before RL | after RL | steps / episode before | after "
+        "| invalid / episode before | after |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        b, a = r.before_rl, r.after_rl
+        lines.append(
+            f"| {r.setup.seed} | {b.success:.3f} | {a.success:.3f} | {b.turns_per_episode:.1f} | "
+            f"{a.turns_per_episode:.1f} | {b.invalid_per_episode:.2f} | "
+            f"{a.invalid_per_episode:.2f} |"
+        )
+    columns = [
+        [r.before_rl.success for r in results],
+        [r.after_rl.success for r in results],
+        [r.before_rl.turns_per_episode for r in results],
+        [r.after_rl.turns_per_episode for r in results],
+        [r.before_rl.invalid_per_episode for r in results],
+        [r.after_rl.invalid_per_episode for r in results],
+    ]
+    lines.append("| mean | " + " | ".join(_spread(c) for c in columns) + " |")
+    explorer = results[0].explorer_eval
+    lines += [
+        "",
+        f"The exploring expert on the same valid_unseen games: {explorer.success:.3f} success, "
+        f"{explorer.turns_per_episode:.1f} steps per episode.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def last_line(results: list[ScratchResult], minutes: float) -> str:
+    """The script's headline: mean success before / after RL, seeds, seeds improved, time."""
+    before = statistics.mean(r.before_rl.success for r in results)
+    after = statistics.mean(r.after_rl.success for r in results)
+    improved = sum(r.after_rl.success > r.before_rl.success for r in results)
+    return (
+        f"imitation_success={before:.3f} rl_success={after:.3f} seeds={len(results)} "
+        f"improved_seeds={improved} minutes={minutes:.1f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--preset", choices=sorted(PRESETS), default="cpu", help="cpu-smoke: plumbing only"
+    )
+    parser.add_argument(
+        "--data-root", type=Path, default=None, help="play games already generated here"
+    )
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--sft-steps", type=int, default=None, help="override the preset's")
+    parser.add_argument("--updates", type=int, default=None, help="override the RL updates")
+    args = parser.parse_args()
+    if args.seeds < 1:
+        parser.error("--seeds must be >= 1")
+    overrides = {"sft_steps": args.sft_steps, "updates": args.updates}
+    chosen = PRESETS[args.preset]
+    base: ScratchSetup = replace(chosen, **{k: v for k, v in overrides.items() if v is not None})
+    started = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    games = args.data_root or generate_scratch_games(base, args.out / "games")  # seed: preset's
+    print(f"[{time.perf_counter() - started:7.1f}s] games ready in {games}", flush=True)
+    results = []
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        run_dir = args.out / f"seed-{seed}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        result = asyncio.run(run_scratch(replace(base, seed=seed), run_dir, games))
+        (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
+        (run_dir / "result.md").write_text(result_markdown(result))
+        print(result_markdown(result), flush=True)
+        results.append(result)
+    summary = summary_markdown(results)
+    (args.out / "summary.md").write_text(summary)
+    print(summary)
+    print(last_line(results, (time.perf_counter() - started) / 60))
+
+
+if __name__ == "__main__":
+    main()
