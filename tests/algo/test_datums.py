@@ -132,3 +132,18 @@ def test_completion_records_validate_lengths() -> None:
         Completion(tokens=(1, 2), logprobs=(-0.1,), stop_reason=CompletionStop.STOP)
     with pytest.raises(ValueError):
         replace(_turn((1,), (2,), (-0.1,)), logprobs=())
+
+
+def test_a_completion_datum_trains_the_reply_only() -> None:
+    from agentrl.algo.datums import completion_datum
+
+    datum = completion_datum([1, 2, 3], [4, 5], [-0.5, -0.25], advantage=2.0)
+    np.testing.assert_array_equal(datum.model_input, [1, 2, 3, 4])
+    np.testing.assert_array_equal(datum.target_tokens, [2, 3, 4, 5])
+    np.testing.assert_array_equal(datum.mask, [0, 0, 1, 1])
+    np.testing.assert_array_equal(datum.logprobs, [0, 0, -0.5, -0.25])
+    np.testing.assert_array_equal(datum.advantages, [0, 0, 2, 2])
+    with pytest.raises(ValueError, match="2 logprobs for a reply of 1 tokens"):
+        completion_datum([1], [2], [-1.0, -1.0])
+    with pytest.raises(ValueError, match="needs a prompt token"):
+        completion_datum([], [2], [-1.0])

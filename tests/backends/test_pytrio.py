@@ -154,7 +154,13 @@ class FakeSamplingCoordinator:
                     tokens=tokens, logprobs=[-0.5 - i, -1.0, -0.25], stop_reason=reason
                 )
             )
-        return APIFuture.completed(ActorSampleResponse(sequences=sequences))
+        prompt_logprobs = None
+        if request.return_prompt_logprobs:  # a fixed function of each prompt token: -id / 100
+            tokens = [t for chunk in request.prompt.chunks for t in chunk.tokens]
+            prompt_logprobs = [None, *(-t / 100 for t in tokens[1:])]
+        return APIFuture.completed(
+            ActorSampleResponse(sequences=sequences, prompt_logprobs=prompt_logprobs)
+        )
 
 
 def _sampling_client(runner: SDKEventLoopRunner, coordinator: Any) -> SamplingClient:
@@ -192,6 +198,23 @@ async def test_remote_sampler_through_real_sampling_client(sdk_loop) -> None:
         CompletionStop.LENGTH,
         CompletionStop.STOP,
     ]
+
+
+async def test_remote_sampler_is_a_teacher_through_real_sampling_client(sdk_loop) -> None:
+    """`compute_logprobs` goes through pytrio's own `compute_logprobs_async` (a one-token
+    sample request with prompt logprobs) and returns them prompt-aligned, the first None."""
+    from agentrl.backends.base import Teacher
+
+    coordinator = FakeSamplingCoordinator()
+    sampler = RemoteSampler(_sampling_client(sdk_loop, coordinator))
+    assert isinstance(sampler, Teacher)
+    logprobs = await sampler.compute_logprobs([4, 50, 7])
+    (request,) = coordinator.requests
+    assert request.return_prompt_logprobs is True and request.num_samples == 1
+    assert request.prompt.chunks[0].tokens == [4, 50, 7]
+    assert logprobs == [None, -0.5, -0.07]
+    with pytest.raises(ValueError, match="at least one token"):
+        await sampler.compute_logprobs([])
 
 
 async def test_remote_sampler_bounds_requests_in_flight(sdk_loop) -> None:

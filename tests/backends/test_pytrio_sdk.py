@@ -106,7 +106,7 @@ TINKER_CALLS = {
         "save_weights_for_sampler",
         "save_weights_and_get_sampling_client",
     ),
-    "SamplingClient": ("sample",),
+    "SamplingClient": ("sample", "compute_logprobs"),
     "RestClient": ("get_server_capabilities",),
 }
 """Every tinker method TinkerSdk calls (see agentrl/backends/pytrio_sdk.py)."""

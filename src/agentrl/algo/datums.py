@@ -37,6 +37,7 @@ __all__ = [
     "Datum",
     "PrefixError",
     "build_datums",
+    "completion_datum",
     "has_signal",
     "scored_datums",
     "segments",
@@ -172,6 +173,34 @@ def _segment_datum(
         advantages=advantages,
         mask=mask,
         sequence=sequence,
+    )
+
+
+def completion_datum(
+    prompt_tokens: Sequence[int],
+    completion_tokens: Sequence[int],
+    logprobs: Sequence[float],
+    advantage: float = 0.0,
+) -> Datum:
+    """The datum of one reply to one prompt (a single-turn trajectory): the reply's tokens
+    trained (mask 1, its sampling logprobs, `advantage`), the prompt's not."""
+    start, reply = len(prompt_tokens), len(completion_tokens)
+    if start == 0 or reply == 0:
+        raise ValueError("a completion datum needs a prompt token and a reply token")
+    if len(logprobs) != reply:
+        raise ValueError(f"{len(logprobs)} logprobs for a reply of {reply} tokens")
+    full = np.concatenate([_tokens(prompt_tokens), np.asarray(completion_tokens, np.int64)])
+    n = full.size - 1
+    mask = np.zeros(n, dtype=np.float32)
+    mask[start - 1 :] = 1.0
+    behaviour = np.zeros(n, dtype=np.float32)
+    behaviour[start - 1 :] = logprobs
+    return Datum(
+        model_input=full[:-1].copy(),
+        target_tokens=full[1:].copy(),
+        logprobs=behaviour,
+        advantages=mask * np.float32(advantage),
+        mask=mask,
     )
 
 

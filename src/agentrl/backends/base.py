@@ -28,6 +28,7 @@ __all__ = [
     "MaskMode",
     "Sampler",
     "SamplingParams",
+    "Teacher",
     "TrainingBackend",
 ]
 
@@ -60,6 +61,18 @@ class Sampler(Protocol):
         self, prompt_tokens: Sequence[int], num_samples: int, params: SamplingParams
     ) -> list[Completion]:
         """`num_samples` independent completions of `prompt_tokens`."""
+        ...
+
+
+@runtime_checkable
+class Teacher(Protocol):
+    """Scores given tokens: the logprob of each token given the ones before it (on-policy
+    distillation's teacher). Prompt-aligned like Tinker's `compute_logprobs`: one entry per
+    token, the first None (nothing comes before it); None also where a service scored no
+    logprob. `LocalSampler` and the PyTRIO/Tinker `RemoteSampler` are teachers."""
+
+    async def compute_logprobs(self, tokens: Sequence[int]) -> list[float | None]:
+        """`len(tokens)` entries: `None`, then log p(tokens[i] | tokens[:i]) for i >= 1."""
         ...
 
 

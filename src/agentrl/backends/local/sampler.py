@@ -126,6 +126,23 @@ class LocalSampler:
         """`num_samples` completions of `prompt_tokens` with per-token logprobs."""
         return (await self.sample_detailed(prompt_tokens, num_samples, params)).completions
 
+    async def compute_logprobs(self, tokens: Sequence[int]) -> list[float | None]:
+        """`Teacher`: None, then the model's logprob of each token given the ones before it
+        (one forward pass of the live weights, no gradient, on a worker thread)."""
+        ids = [int(t) for t in tokens]
+        if not ids:
+            raise ValueError("compute_logprobs needs at least one token")
+        bad = [t for t in ids if not 0 <= t < self.engine.vocab_size]
+        if bad:
+            raise ValueError(
+                f"token ids {bad[:5]} are outside this model's vocabulary "
+                f"[0, {self.engine.vocab_size}): were they tokenized for another model?"
+            )
+        if len(ids) == 1:
+            return [None]
+        values = await asyncio.to_thread(self.engine.sequence_logprobs, ids)
+        return [None, *(float(v) for v in values.tolist())]
+
     async def sample_detailed(
         self,
         prompt_tokens: Sequence[int],

@@ -76,6 +76,25 @@ class RemoteSampler:
             raise ValueError(f"asked the service for {num_samples} samples, got {len(completions)}")
         return completions
 
+    async def compute_logprobs(self, tokens: Sequence[int]) -> list[float | None]:
+        """`Teacher`: the service's prompt-aligned logprobs of `tokens` (the first None; None
+        also where the service scored none), within the in-flight bound."""
+        prompt = [int(t) for t in tokens]
+        if not prompt:
+            raise ValueError("compute_logprobs needs at least one token")
+        limit = self.limits.max_sample_len
+        if limit is not None and len(prompt) + 1 > limit:
+            raise ValueError(
+                f"{len(prompt)} tokens to score exceed the service's sampling limit of {limit}"
+            )
+        model_input = self.sdk.types.ModelInput.from_ints(prompt)
+        async with self._gate():
+            logprobs = list(await self.sdk.compute_logprobs(self.client, model_input))
+        self.prompt_tokens += len(prompt)
+        if len(logprobs) != len(prompt):
+            raise ValueError(f"the service scored {len(logprobs)} of {len(prompt)} tokens")
+        return [None if v is None else float(v) for v in logprobs]
+
     async def close(self) -> None:
         """Finish the session of the service client this sampler owns (if it owns one)."""
         if self.service is not None:

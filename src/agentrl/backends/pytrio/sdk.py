@@ -167,6 +167,11 @@ class PyTrioSdk:
         """Sample and wait for the response."""
         return await client.sample_async(prompt, num_samples=num_samples, sampling_params=params)
 
+    async def compute_logprobs(self, client: Any, prompt: Any) -> list[float | None]:
+        """Prompt-aligned logprobs of `prompt`'s tokens (the first None)."""
+        result: list[float | None] = await client.compute_logprobs_async(prompt)
+        return result
+
     async def limits(self, service: Any, base_model: str) -> RemoteLimits:
         """The service's training and sampling limits for `base_model`."""
         caps = await service.get_server_capabilities_async()
@@ -284,6 +289,12 @@ class TinkerSdk(PyTrioSdk):
     async def sample(self, client: Any, prompt: Any, num_samples: int, params: Any) -> Any:
         """Sample and wait for the response."""
         return await client.sample(prompt, num_samples=num_samples, sampling_params=params)
+
+    async def compute_logprobs(self, client: Any, prompt: Any) -> list[float | None]:
+        """Tinker's `compute_logprobs` returns an awaitable future (its `_async` twin is
+        deprecated)."""
+        result: list[float | None] = await client.compute_logprobs(prompt)
+        return result
 
     async def limits(self, service: Any, base_model: str) -> RemoteLimits:
         """Tinker reports only the context length per model (read through its RestClient)."""

@@ -1,0 +1,106 @@
+"""On-policy distillation's per-token signal (the math; the teacher that scores is a
+`agentrl.backends.base.Teacher`).
+
+The student samples a trajectory through the normal rollout engine; a teacher scores the
+student's own tokens. On the trained (assistant) tokens, with the student's sampling logprob
+`s_t` (`Datum.logprobs`) and the teacher's logprob `q_t` of the same token in the same context,
+
+    A_t = kl_coef * (q_t - s_t) + reward_coef * R
+
+where `R` is the datum's environment advantage (the advantage it already carries, e.g.
+reward - group mean). `s_t - q_t` is the per-token sample of the reverse KL
+KL(student || teacher), so the importance-sampling loss `-r_t * A_t` on these advantages
+descends the reverse KL (tinker-cookbook's and the series' OPD); `reward_coef = 0` is pure
+distillation. Positions outside the mask keep advantage 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import numpy.typing as npt
+
+from agentrl.algo.datums import Datum
+
+__all__ = [
+    "datum_tokens",
+    "distillation_advantages",
+    "distilled_datums",
+    "reverse_kl_per_token",
+    "teacher_targets",
+]
+
+FloatArray = npt.NDArray[np.float32]
+
+
+def datum_tokens(datum: Datum) -> list[int]:
+    """The datum's whole token sequence (its inputs, then its last target): what a teacher
+    scores so that entry `i + 1` of the teacher's answer is the logprob of `target_tokens[i]`."""
+    return [*datum.model_input.tolist(), int(datum.target_tokens[-1])]
+
+
+def teacher_targets(datum: Datum, prompt_aligned: Sequence[float | None]) -> FloatArray:
+    """A teacher's prompt-aligned logprobs of `datum_tokens(datum)` as one logprob per target
+    token (NaN where the teacher gave none). Refuses a wrong length."""
+    expected = len(datum.model_input) + 1
+    if len(prompt_aligned) != expected:
+        raise ValueError(
+            f"the teacher returned {len(prompt_aligned)} logprobs for a datum of {expected} "
+            "tokens: it must score every token of `datum_tokens(datum)`"
+        )
+    return np.array(
+        [np.nan if v is None else float(v) for v in prompt_aligned[1:]], dtype=np.float32
+    )
+
+
+def reverse_kl_per_token(student: FloatArray, teacher: FloatArray, mask: FloatArray) -> float:
+    """Mean over the masked tokens of `student - teacher` (the sampled reverse-KL estimate
+    KL(student || teacher) per token; 0.0 with no masked token)."""
+    on = mask > 0
+    if not on.any():
+        return 0.0
+    return float(np.mean(student[on] - teacher[on]))
+
+
+def distillation_advantages(
+    datum: Datum, teacher: FloatArray, *, kl_coef: float = 1.0, reward_coef: float = 0.0
+) -> FloatArray:
+    """Per-token advantages `kl_coef * (teacher - student) + reward_coef * advantage` on the
+    masked positions, 0 elsewhere (see the module docstring). A masked position the teacher
+    did not score (NaN) is an error naming it."""
+    if teacher.shape != datum.logprobs.shape:
+        raise ValueError(
+            f"teacher logprobs have shape {teacher.shape}, the datum's {datum.logprobs.shape}"
+        )
+    on = datum.mask > 0
+    missing = np.flatnonzero(on & np.isnan(teacher))
+    if missing.size:
+        raise ValueError(
+            f"the teacher gave no logprob for trained position(s) {missing[:5].tolist()}"
+        )
+    out = np.zeros_like(datum.logprobs, dtype=np.float32)
+    gap = teacher[on].astype(np.float64) - datum.logprobs[on].astype(np.float64)
+    out[on] = kl_coef * gap + reward_coef * datum.advantages[on]
+    return out
+
+
+def distilled_datums(
+    datums: Sequence[Datum],
+    teachers: Sequence[FloatArray],
+    *,
+    kl_coef: float = 1.0,
+    reward_coef: float = 0.0,
+) -> list[Datum]:
+    """The datums with their advantages replaced by `distillation_advantages` (tokens, masks
+    and behaviour logprobs unchanged)."""
+    if len(datums) != len(teachers):
+        raise ValueError(f"{len(teachers)} teacher logprob arrays for {len(datums)} datums")
+    return [
+        replace(
+            d,
+            advantages=distillation_advantages(d, t, kl_coef=kl_coef, reward_coef=reward_coef),
+        )
+        for d, t in zip(datums, teachers, strict=True)
+    ]
