@@ -71,15 +71,15 @@ class DemoSize:
 DEMO_SIZES: dict[str, DemoSize] = {
     "default": DemoSize(
         train_games=6,
-        valid_seen=3,
-        valid_unseen=3,
+        valid_seen=2,
+        valid_unseen=2,
         updates=3,
         games_per_batch=2,
         group_size=4,
         max_episode_steps=10,
         max_assistant_tokens=48,
         max_trajectory_tokens=3_000,
-        warm_start_steps=15,
+        warm_start_steps=10,
         learning=DEMO_LEARNING,
     ),
     "quick": DemoSize(

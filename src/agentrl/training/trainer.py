@@ -65,6 +65,7 @@ from agentrl.training.checkpoints import (
     checkpoint_info,
     commit_checkpoint,
 )
+from agentrl.training.distillation import Distillation, distill_batch
 from agentrl.training.pipeline import (
     GroupHook,
     Rollout,
@@ -129,6 +130,7 @@ class Trainer:
         sinks: MetricSink | None = None,
         progress: bool = True,
         player: GroupPlayer | None = None,
+        distillation: Distillation | None = None,
     ) -> None:
         if not tasks:
             raise ValueError("Trainer needs at least one training task")
@@ -200,7 +202,14 @@ class Trainer:
             estimator=self.estimator,
         )
         self._uncommitted: CheckpointInfo | None = None
+        self.distillation = distillation
+        """On-policy distillation's teacher and weights (None: RL)."""
         if config.stream_groups:
+            if distillation is not None:
+                raise ValueError(
+                    "stream_groups trains group by group; on-policy distillation scores the "
+                    "whole batch first: turn stream_groups off"
+                )
             check_streaming(backend, self.estimator, config.loss, config.loss_config())
 
     # -- one update ------------------------------------------------------------------------
@@ -229,14 +238,26 @@ class Trainer:
         config = self.config
         clock = time.perf_counter()
         advantages = Advantages(tuple(s.advantages for s in scored))
-        datums = scored_datums(scored, keep_zero_advantage=config.loss_config().needs_every_token)
+        every_token = config.loss_config().needs_every_token or self.distillation is not None
+        datums = scored_datums(scored, keep_zero_advantage=every_token)
         timings = {"advantages": seconds + time.perf_counter() - clock}
         if not datums:
             return _Trained(None, {}, timings, advantages)
+        teacher: dict[str, float] = {}
+        if self.distillation is not None:
+            clock = time.perf_counter()
+            batch = await distill_batch(datums, self.distillation)
+            datums = batch.datums
+            teacher = {
+                "distill/reverse_kl": batch.reverse_kl,
+                "distill/teacher_logprob": batch.teacher_logprob,
+            }
+            timings["teacher"] = time.perf_counter() - clock
         clock = time.perf_counter()
         result = await self.backend.forward_backward(datums, config.loss, config.loss_config())
         timings["forward_backward"] = time.perf_counter() - clock
-        return replace(await self._step(result, timings), advantages=advantages)
+        trained = await self._step(result, timings)
+        return replace(trained, scalars={**trained.scalars, **teacher}, advantages=advantages)
 
     async def _train_streamed(
         self, streamer: GroupStreamer, scored: Sequence[ScoredGroup], seconds: float

@@ -1,0 +1,71 @@
+"""On-policy distillation in the update loop: a teacher scores the student's datums and their
+advantages become `agentrl.algo.distillation`'s per-token signal before the training step.
+
+`Trainer(distillation=Distillation(teacher, kl_coef, reward_coef))` plays, scores and builds
+datums as in RL (every trajectory kept: with a teacher no group is degenerate), then asks the
+teacher for the logprobs of each datum's tokens (concurrently) and trains on
+`kl_coef * (teacher - student) + reward_coef * R` per trained token. The update's metrics gain
+`distill/reverse_kl` (the sampled reverse KL per trained token, student || teacher) and
+`distill/teacher_logprob` (the teacher's mean logprob of the student's trained tokens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from agentrl.algo.datums import Datum
+from agentrl.algo.distillation import datum_tokens, distilled_datums, teacher_targets
+from agentrl.backends.base import Teacher
+
+__all__ = ["Distillation", "DistilledBatch", "distill_batch"]
+
+
+@dataclass(frozen=True)
+class Distillation:
+    """The teacher of an on-policy distillation run and how its signal mixes with the reward."""
+
+    teacher: Teacher
+    kl_coef: float = 1.0
+    """Weight of the per-token `teacher - student` logprob gap."""
+    reward_coef: float = 0.0
+    """Weight of the estimator's advantage (0: pure distillation)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.teacher, Teacher):
+            raise TypeError(
+                f"Distillation.teacher must have `async compute_logprobs(tokens)`, got "
+                f"{type(self.teacher).__name__} (a LocalSampler or RemoteSampler is a teacher)"
+            )
+        if self.kl_coef < 0 or self.reward_coef < 0:
+            raise ValueError("Distillation.kl_coef and reward_coef must be >= 0")
+
+
+@dataclass(frozen=True)
+class DistilledBatch:
+    """The datums to train and what the teacher said of them."""
+
+    datums: list[Datum]
+    reverse_kl: float
+    teacher_logprob: float
+
+
+async def distill_batch(datums: Sequence[Datum], distillation: Distillation) -> DistilledBatch:
+    """Score every datum with the teacher (concurrently) and replace its advantages."""
+    answers = await asyncio.gather(
+        *(distillation.teacher.compute_logprobs(datum_tokens(d)) for d in datums)
+    )
+    teachers = [teacher_targets(d, a) for d, a in zip(datums, answers, strict=True)]
+    trained = distilled_datums(
+        datums, teachers, kl_coef=distillation.kl_coef, reward_coef=distillation.reward_coef
+    )
+    on = [d.mask > 0 for d in datums]
+    if not any(m.any() for m in on):
+        return DistilledBatch(trained, 0.0, 0.0)
+    student = np.concatenate([d.logprobs[m] for d, m in zip(datums, on, strict=True)])
+    teacher = np.concatenate([t[m] for t, m in zip(teachers, on, strict=True)])
+    gap = student.astype(np.float64) - teacher.astype(np.float64)
+    return DistilledBatch(trained, float(gap.mean()), float(teacher.mean()))

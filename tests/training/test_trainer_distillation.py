@@ -1,0 +1,103 @@
+"""On-policy distillation through the Trainer: the real tiny student samples the toy env, a
+teacher (another real tiny model) scores the student's tokens, and the update trains on
+teacher - student per token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from agentrl.algo.datums import Datum
+from agentrl.algo.distillation import datum_tokens, teacher_targets
+from agentrl.training import recipe
+from agentrl.training.distillation import Distillation
+from agentrl.training.trainer import Trainer
+from tests.helpers.trainer_helpers import PROTOCOL, tiny_backend, toy_config
+
+
+class Recording:
+    """The real backend, with the datums of each `forward_backward` kept for the test."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.batches: list[list[Datum]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def forward_backward(self, datums: Any, loss: Any, config: Any) -> Any:
+        self.batches.append(list(datums))
+        return await self.inner.forward_backward(datums, loss, config)
+
+
+async def test_an_update_trains_teacher_minus_student_on_every_trajectory(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    config = toy_config(
+        tmp_path / "run",
+        max_steps=1,
+        loss="importance_sampling",
+        group_size=2,
+        max_episode_steps=2,
+        max_assistant_tokens=24,
+    )
+    student = Recording(tiny_backend(config, qwen_tokenizer))
+    teacher_config = toy_config(tmp_path / "teacher", seed=config.seed + 1)
+    teacher = await tiny_backend(teacher_config, qwen_tokenizer).sampler()
+    trainer = Trainer(
+        config=config,
+        backend=student,
+        env_factory=recipe.env_factory_for(config),
+        tasks=recipe.tasks_for(config, ["train"]),
+        renderer=recipe.renderer_for(qwen_tokenizer, PROTOCOL),
+        protocol=PROTOCOL,
+        progress=False,
+        distillation=Distillation(teacher, kl_coef=1.0),
+    )
+    try:
+        metrics = await trainer.update(1)
+    finally:
+        await trainer.close()
+    (datums,) = student.batches
+    assert len(datums) == config.games_per_batch * config.group_size  # none skipped
+    gaps, scored = [], []
+    for datum in datums:
+        q = teacher_targets(datum, await teacher.compute_logprobs(datum_tokens(datum)))
+        on = datum.mask > 0
+        np.testing.assert_allclose(datum.advantages[on], q[on] - datum.logprobs[on], atol=1e-5)
+        assert np.all(datum.advantages[~on] == 0)
+        gaps.append(datum.logprobs[on] - q[on])
+        scored.append(q[on])
+    assert metrics.backend["distill/reverse_kl"] == pytest.approx(
+        float(np.concatenate(gaps).mean()), abs=1e-5
+    )
+    assert metrics.backend["distill/teacher_logprob"] == pytest.approx(
+        float(np.concatenate(scored).mean()), abs=1e-5
+    )
+    assert metrics.trained_tokens == sum(int(d.mask.sum()) for d in datums)
+
+
+async def test_a_distillation_needs_a_teacher_and_no_streaming(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    with pytest.raises(TypeError, match="compute_logprobs"):
+        Distillation(object())  # type: ignore[arg-type]
+    config = toy_config(tmp_path / "run", stream_groups=True)
+    backend = tiny_backend(config, qwen_tokenizer)
+    with pytest.raises(ValueError, match="turn stream_groups off"):
+        Trainer(
+            config=config,
+            backend=backend,
+            env_factory=recipe.env_factory_for(config),
+            tasks=recipe.tasks_for(config, ["train"]),
+            renderer=recipe.renderer_for(qwen_tokenizer, PROTOCOL),
+            protocol=PROTOCOL,
+            progress=False,
+            distillation=Distillation(await backend.sampler()),
+        )
