@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers.doc_examples import doc_example, expected_output, run_example
 from tests.helpers.paths import DOCS
 
 pytest.importorskip("torch")
@@ -19,12 +17,5 @@ DOC = DOCS / "backends.md"
 
 
 def test_one_update_example_runs_as_documented(qwen_tokenizer: Any, tmp_path: Path) -> None:
-    text = DOC.read_text(encoding="utf-8")
-    code = re.search(r"<!-- example: one-update -->\n```python\n(.*?)```", text, re.DOTALL)
-    assert code is not None
-    source = code.group(1).replace("/tmp/agentrl-demo", str(tmp_path))
-    expected = [line[2:] for line in source.splitlines() if line.startswith("# ")]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(source, str(DOC), "exec"), {"__name__": "docs_example"})
-    assert out.getvalue().splitlines() == expected
+    source = doc_example(DOC, "one-update").replace("/tmp/agentrl-demo", str(tmp_path))
+    assert run_example(source, DOC).splitlines() == expected_output(source)

@@ -3,12 +3,11 @@ env-checker snippet passes on the example's environment."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 
 import pytest
 
+from tests.helpers.doc_examples import doc_example, run_example
 from tests.helpers.paths import DOCS
 
 DOC = DOCS / "custom-environment.md"
@@ -19,17 +18,11 @@ def blocks() -> list[str]:
 
 
 def test_the_complete_example_runs_and_wins(qwen_tokenizer: object) -> None:
-    text = DOC.read_text(encoding="utf-8")
-    example = re.search(r"<!-- example: guess -->\n```python\n(.*?)```", text, re.DOTALL)
-    assert example is not None
-    code = example.group(1)
+    code = doc_example(DOC, "guess")
     body = [line for line in code.splitlines() if line.strip()]
     assert 35 <= len(body) <= 60, len(body)
     namespace: dict[str, object] = {"__name__": "docs_example"}
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, str(DOC), "exec"), namespace)
-    printed = out.getvalue()
+    printed = run_example(code, DOC, namespace)
     assert printed.startswith("won [")
     messages = namespace["trajectory"].turns[0].tool_messages  # type: ignore[attr-defined]
     assert len(messages) == 2 and messages[0].content.startswith("Higher.")

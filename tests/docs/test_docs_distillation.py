@@ -4,12 +4,9 @@ student towards the teacher."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import re
-
 import pytest
 
+from tests.helpers.doc_examples import doc_example, expected_output, run_example
 from tests.helpers.paths import DOCS
 
 pytest.importorskip("torch")
@@ -19,11 +16,5 @@ DOC = DOCS / "distillation.md"
 
 
 def test_distillation_example_runs_as_documented() -> None:
-    text = DOC.read_text(encoding="utf-8")
-    code = re.search(r"<!-- example: distillation -->\n```python\n(.*?)```", text, re.DOTALL)
-    assert code is not None
-    expected = [line[2:] for line in code.group(1).splitlines() if line.startswith("# ")]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code.group(1), str(DOC), "exec"), {"__name__": "docs_example"})
-    assert out.getvalue().splitlines() == expected
+    source = doc_example(DOC, "distillation")
+    assert run_example(source, DOC).splitlines() == expected_output(source)

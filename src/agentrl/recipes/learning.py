@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,6 +70,9 @@ from agentrl.recipes.learning_env import (
 )
 from agentrl.recipes.tokenizer import env_tokenizer, fetch_tokenizer
 
+if TYPE_CHECKING:
+    from agentrl.training.distillation import Distillation
+
 __all__ = [
     "BENCHMARK",
     "DEMO",
@@ -83,6 +86,7 @@ __all__ = [
     "fetch_tokenizer",
     "held_out_success",
     "learn",
+    "load_teacher",
     "plot_learning",
     "run_learning",
 ]
@@ -263,6 +267,8 @@ async def learn(
     on_point: Callable[[EvalPoint], None] | None = None,
     on_update: Callable[[UpdateMetrics], None] | None = None,
     wrap_env: EnvWrapper | None = None,
+    distillation: Distillation | None = None,
+    save: bool = False,
 ) -> LearningResult:
     """The learning recipe on `env`: the random valid policy's held-out success; a warm start
     of `setup.sft_steps` supervised steps on `setup.demos` demonstrations of `warm_policy`
@@ -270,7 +276,10 @@ async def learn(
     `setup.group_size`), evaluated on the held-out tasks before RL and every `eval_every`.
 
     `tokenizer` defaults to `env_tokenizer(env)` (the project BPE trained on the env's rendered
-    random play); `wrap_env` wraps the env factory of every rollout (e.g. delays in a test)."""
+    random play); `wrap_env` wraps the env factory of every rollout (e.g. delays in a test);
+    with `distillation` the updates distil its teacher (on-policy distillation) instead of RL
+    on the reward alone; `save` checkpoints the last update's weights in `run_dir`
+    (`load_teacher` reads them)."""
     from agentrl.config import TrainConfig
     from agentrl.reporting.sinks import MultiSink
     from agentrl.testing import KeyedPolicySampler
@@ -331,6 +340,7 @@ async def learn(
         reward_fn=env.reward_fn,
         sinks=MultiSink(()),  # results go to LearningResult; metrics to on_update
         progress=False,
+        distillation=distillation,
     )
 
     async def evaluate(update: int) -> EvalPoint:
@@ -354,6 +364,8 @@ async def learn(
                 on_update(metrics)
             if number % setup.eval_every == 0 or number == setup.updates:
                 curve.append(await evaluate(number))
+        if save:
+            await trainer.save(setup.updates)
     finally:
         await trainer.close()  # rollouts still running ahead (k >= 1, async) are cancelled
     extra = {} if env.random_success is None else {"random_success_exact": env.random_success}
@@ -377,9 +389,13 @@ async def run_learning(
     on_point: Callable[[EvalPoint], None] | None = None,
     on_update: Callable[[UpdateMetrics], None] | None = None,
     wrap_env: EnvWrapper | None = None,
+    distillation: Distillation | None = None,
+    save: bool = False,
 ) -> LearningResult:
     """The fetch recipe: `learn` on `fetch_learning_env(setup)` with `tokenizer`
-    (`fetch_tokenizer(setup)`). `wrap_env` wraps the env factory of every rollout."""
+    (`fetch_tokenizer(setup)`). `wrap_env` wraps the env factory of every rollout;
+    `distillation`: on-policy distillation of its teacher; `save`: checkpoint the end (see
+    `learn`)."""
     return await learn(
         fetch_learning_env(setup),
         setup,
@@ -388,7 +404,22 @@ async def run_learning(
         on_point=on_point,
         on_update=on_update,
         wrap_env=wrap_env,
+        distillation=distillation,
+        save=save,
     )
+
+
+async def load_teacher(setup: LearningSetup, tokenizer: Any, run_dir: Path) -> Any:
+    """The sampler (a `Teacher`) of the latest checkpoint of the learning run in `run_dir`
+    (trained with `setup`'s model shape and `tokenizer`)."""
+    from agentrl.training.checkpoints import latest_checkpoint
+
+    info = latest_checkpoint(run_dir)
+    if info is None:
+        raise FileNotFoundError(f"no checkpoint under {run_dir}/checkpoints to load a teacher from")
+    backend = _backend(setup, tokenizer, run_dir / "teacher-load")
+    await backend.load(info.ref)
+    return await backend.sampler()
 
 
 def plot_learning(result: LearningResult, path: Path) -> Path:

@@ -1,0 +1,242 @@
+"""On-policy distillation vs RL on the fetch task, at the same rollouts per update.
+
+1. A teacher: the learning recipe with the winners-only warm start (the random policy's won
+   games) and RL (`--teacher-updates` updates at lr 1e-4), checkpointed in `--out/teacher`
+   (reused when already there).
+2. Per seed, two students from the same random-policy warm start and the same games: `rl`
+   (GroupMean advantages, PPO, the recipe's reward) and `opd` (the Trainer's distillation
+   mode: per-token advantage = teacher logprob - student logprob, importance-sampling loss,
+   `agentrl.training.distillation`). Both sample the same groups per update (8 games x 8), so
+   an update costs each the same rollouts; OPD adds one teacher forward pass per trajectory.
+3. Held-out success every `--eval-every` updates; updates to reach 90%.
+
+Writes `--out/runs/*.json` (each run's curve), `--out/summary.md` and `--out/curves.png`;
+the last line is
+
+    rl_updates_to_90=X opd_updates_to_90=Y speedup=X/Y seeds=N rl_reached=K opd_reached=L
+
+(means over seeds; a run that never reached 90% counts as `--updates + --eval-every`, a lower
+bound, and is left out of `*_reached`).
+
+    python benchmarks/distillation.py --out runs/distillation            # 3 seeds
+    python benchmarks/distillation.py --out runs/distillation --size smoke   # plumbing
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from agentrl.recipes import learning
+
+VARIANTS = ("rl", "opd")
+TARGET = 0.9
+TEACHER_SEED = 100
+TEACHER_LR = 1e-4
+
+
+def student_setup(args: argparse.Namespace, seed: int) -> learning.LearningSetup:
+    """The students' setup (both variants): the preset with `seed`, `--updates`, `--eval-every`."""
+    base = learning.BENCHMARK if args.size == "benchmark" else learning.SMOKE
+    return replace(base, seed=seed, updates=args.updates, eval_every=args.eval_every)
+
+
+def teacher_setup(args: argparse.Namespace) -> learning.LearningSetup:
+    """The teacher's: winners-only warm start, RL at `TEACHER_LR` (the robust fetch setting)."""
+    base = learning.BENCHMARK if args.size == "benchmark" else learning.SMOKE
+    return replace(
+        base,
+        seed=TEACHER_SEED,
+        warm_winners_only=True,
+        learning_rate=TEACHER_LR,
+        updates=args.teacher_updates,
+        eval_every=args.teacher_updates,
+    )
+
+
+def train_teacher(args: argparse.Namespace) -> float:
+    """Train (or reuse) the teacher; its held-out success."""
+    import torch
+
+    from agentrl.training.checkpoints import latest_checkpoint
+
+    folder = args.out / "teacher"
+    result_file = folder / "result.json"
+    if latest_checkpoint(folder) is not None and result_file.exists():
+        return float(json.loads(result_file.read_text())["curve"][-1]["success"])
+    torch.set_num_threads(args.threads * max(1, args.jobs))
+    setup = teacher_setup(args)
+    tokenizer = learning.fetch_tokenizer(setup)
+    result = asyncio.run(learning.run_learning(setup, tokenizer, folder, save=True))
+    result_file.write_text(json.dumps(asdict(result), indent=2))
+    return result.after
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One (variant, seed) student run in this process; writes its JSON result."""
+    import torch
+
+    from agentrl.chat.tokenizers import check_same_tokenizer
+    from agentrl.backends.base import LossName
+    from agentrl.training.distillation import Distillation
+
+    torch.set_num_threads(args.threads)
+    setup = student_setup(args, args.seed)
+    tokenizer = learning.fetch_tokenizer(setup)
+    distillation = None
+    if args.variant == "opd":
+        teacher_cfg = teacher_setup(args)
+        check_same_tokenizer(tokenizer, learning.fetch_tokenizer(teacher_cfg))
+        teacher = asyncio.run(learning.load_teacher(teacher_cfg, tokenizer, args.out / "teacher"))
+        distillation = Distillation(teacher, kl_coef=1.0, reward_coef=0.0)
+        setup = replace(setup, loss=LossName.IMPORTANCE_SAMPLING)
+    name = f"{args.variant}-seed{args.seed}"
+
+    def point(p: object) -> None:
+        print(f"{name} {p}", flush=True)
+
+    async def run() -> learning.LearningResult:
+        return await learning.run_learning(
+            setup, tokenizer, args.out / "work" / name, on_point=point, distillation=distillation
+        )
+
+    result = asyncio.run(run())
+    (args.out / "runs").mkdir(parents=True, exist_ok=True)
+    (args.out / "runs" / f"{name}.json").write_text(json.dumps(asdict(result), indent=2))
+
+
+def _launch(args: argparse.Namespace, variant: str, seed: int) -> dict[str, object]:
+    command = [sys.executable, __file__, "--worker", "--variant", variant, "--seed", str(seed)]
+    command += ["--out", str(args.out), "--size", args.size, "--threads", str(args.threads)]
+    command += ["--updates", str(args.updates), "--eval-every", str(args.eval_every)]
+    command += ["--teacher-updates", str(args.teacher_updates)]
+    log = args.out / "logs" / f"{variant}-seed{seed}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{variant} seed {seed} failed (exit {done.returncode}); see {log}")
+    data: dict[str, object] = json.loads(
+        (args.out / "runs" / f"{variant}-seed{seed}.json").read_text()
+    )
+    return data
+
+
+def updates_to(curve: list[dict[str, float]], target: float) -> int | None:
+    """The first evaluated update whose held-out success reaches `target` (None: never)."""
+    for point in curve:
+        if point["success"] >= target:
+            return int(point["update"])
+    return None
+
+
+def summarise(
+    args: argparse.Namespace, runs: dict[str, list[dict[str, object]]]
+) -> tuple[str, str]:
+    """The summary table (markdown) and the last line."""
+    cap = args.updates + args.eval_every
+    lines = [
+        "| variant | seed | before | after | updates to 90% |",
+        "|---|---|---|---|---|",
+    ]
+    means: dict[str, float] = {}
+    reached: dict[str, int] = {}
+    for variant in VARIANTS:
+        counts = []
+        for run in runs[variant]:
+            curve = run["curve"]
+            assert isinstance(curve, list)
+            hit = updates_to(curve, TARGET)
+            counts.append(cap if hit is None else hit)
+            setup = run["setup"]
+            assert isinstance(setup, dict)
+            shown = f"> {args.updates}" if hit is None else str(hit)
+            lines.append(
+                f"| {variant} | {setup['seed']} | {curve[0]['success']:.3f} | "
+                f"{curve[-1]['success']:.3f} | {shown} |"
+            )
+        means[variant] = statistics.mean(counts)
+        reached[variant] = sum(c < cap for c in counts)
+    speedup = means["rl"] / max(means["opd"], 1e-9)
+    last = (
+        f"rl_updates_to_90={means['rl']:.1f} opd_updates_to_90={means['opd']:.1f} "
+        f"speedup={speedup:.2f} seeds={args.seeds} rl_reached={reached['rl']} "
+        f"opd_reached={reached['opd']}"
+    )
+    return "\n".join(lines) + "\n", last
+
+
+def plot(runs: dict[str, list[dict[str, object]]], path: Path) -> None:
+    """Held-out success per update, every run, coloured by variant."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    for variant, colour in zip(VARIANTS, ("tab:blue", "tab:orange"), strict=True):
+        for k, run in enumerate(runs[variant]):
+            curve = run["curve"]
+            assert isinstance(curve, list)
+            axes.plot(
+                [p["update"] for p in curve],
+                [p["success"] for p in curve],
+                color=colour,
+                alpha=0.8,
+                label=variant if k == 0 else None,
+            )
+    axes.axhline(TARGET, color="grey", linestyle=":", linewidth=1)
+    axes.set_xlabel("update")
+    axes.set_ylabel("held-out success")
+    axes.set_ylim(0, 1.02)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/distillation"))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=2, help="runs at once")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--size", choices=("benchmark", "smoke"), default="benchmark")
+    parser.add_argument("--updates", type=int, default=100)
+    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--teacher-updates", type=int, default=20)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--variant", choices=VARIANTS, default="rl", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    started = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    teacher = train_teacher(args)
+    print(f"teacher: held-out success {teacher:.3f} ({args.out / 'teacher'})", flush=True)
+    jobs = [(v, s) for v in VARIANTS for s in range(args.seeds)]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        done = list(pool.map(lambda job: _launch(args, *job), jobs))
+    runs: dict[str, list[dict[str, object]]] = {v: [] for v in VARIANTS}
+    for (variant, _), run in zip(jobs, done, strict=True):
+        runs[variant].append(run)
+    table, last = summarise(args, runs)
+    minutes = (time.perf_counter() - started) / 60
+    summary = f"Teacher held-out success {teacher:.3f}; {minutes:.1f} minutes.\n\n{table}"
+    (args.out / "summary.md").write_text(summary)
+    plot(runs, args.out / "curves.png")
+    print(summary)
+    print(last)
+
+
+if __name__ == "__main__":
+    main()

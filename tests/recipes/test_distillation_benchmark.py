@@ -1,0 +1,42 @@
+"""`benchmarks/distillation.py` at the smoke size: a teacher checkpoint, then an RL and an
+on-policy distillation student per seed, the summary, the curves and the last line."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.paths import BENCHMARKS
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+SCRIPT = BENCHMARKS / "distillation.py"
+
+
+def test_distillation_benchmark_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "distillation"
+    command = [sys.executable, str(SCRIPT), "--out", str(out), "--size", "smoke", "--seeds", "1"]
+    command += ["--updates", "2", "--eval-every", "1", "--teacher-updates", "2"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    pattern = (
+        r"rl_updates_to_90=[\d.]+ opd_updates_to_90=[\d.]+ speedup=[\d.]+ seeds=1 "
+        r"rl_reached=[01] opd_reached=[01]"
+    )
+    assert re.fullmatch(pattern, last), last
+    assert list((out / "teacher" / "checkpoints").glob("update-0002.json"))
+    for variant in ("rl", "opd"):
+        run = json.loads((out / "runs" / f"{variant}-seed0.json").read_text())
+        assert [p["update"] for p in run["curve"]] == [0, 1, 2]
+    opd = json.loads((out / "runs" / "opd-seed0.json").read_text())
+    assert opd["setup"]["loss"] == "importance_sampling"
+    summary = (out / "summary.md").read_text()
+    assert "| rl | 0 |" in summary and "| opd | 0 |" in summary
+    assert (out / "curves.png").stat().st_size > 0
