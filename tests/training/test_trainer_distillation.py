@@ -13,6 +13,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+import torch
+
 from agentrl.algo.datums import Datum
 from agentrl.algo.distillation import datum_tokens, teacher_targets
 from agentrl.training import recipe
@@ -101,3 +103,48 @@ async def test_a_distillation_needs_a_teacher_and_no_streaming(
             progress=False,
             distillation=Distillation(await backend.sampler()),
         )
+
+
+def _distilling_trainer(config: Any, tokenizer: Any, teacher: Any) -> Trainer:
+    return Trainer(
+        config=config,
+        backend=tiny_backend(config, tokenizer),
+        env_factory=recipe.env_factory_for(config),
+        tasks=recipe.tasks_for(config, ["train"]),
+        renderer=recipe.renderer_for(tokenizer, PROTOCOL),
+        protocol=PROTOCOL,
+        progress=False,
+        distillation=Distillation(teacher),
+    )
+
+
+async def test_a_resumed_distillation_run_continues_identically(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    """Two updates straight, or one, a stop, and a resume: the same second update (its
+    teacher metrics and loss) and the same final weights."""
+    small = dict(
+        loss="importance_sampling",
+        group_size=2,
+        max_episode_steps=2,
+        max_assistant_tokens=16,
+        save_every=1,
+    )
+    teacher = await tiny_backend(toy_config(tmp_path / "teacher", seed=7), qwen_tokenizer).sampler()
+    straight = _distilling_trainer(
+        toy_config(tmp_path / "straight", max_steps=2, **small), qwen_tokenizer, teacher
+    )
+    done = await straight.run()
+    first = toy_config(tmp_path / "split", max_steps=1, **small)
+    await _distilling_trainer(first, qwen_tokenizer, teacher).run()
+    again = first.model_copy(update={"max_steps": 2, "resume": True})
+    resumed = _distilling_trainer(again, qwen_tokenizer, teacher)
+    result = await resumed.run()
+    assert [m.update for m in result.metrics] == [2]
+    ours, theirs = result.metrics[0], done.metrics[1]
+    for key in ("distill/reverse_kl", "distill/teacher_logprob"):
+        assert ours.backend[key] == theirs.backend[key]
+    assert ours.loss == theirs.loss and ours.trained_tokens == theirs.trained_tokens
+    weights = dict(straight.backend.engine.model.named_parameters())  # type: ignore[attr-defined]
+    for name, p in resumed.backend.engine.model.named_parameters():  # type: ignore[attr-defined]
+        assert torch.equal(p, weights[name]), name
