@@ -1,7 +1,8 @@
 """The ALFWorld from-scratch recipe: imitation of an exploring expert, then RL by the Trainer.
 
-Shared by `benchmarks/alfworld_from_scratch.py` (the `gpu` and `cpu-smoke` presets, results,
-the last line) and its smoke test. A small Qwen3-architecture model, randomly initialised,
+Shared by `benchmarks/alfworld_from_scratch.py` (the `gpu`, `cpu` and `cpu-smoke` presets,
+results, the last line), `benchmarks/alfworld_cpu.py` (the `cpu` preset over seeds) and their
+smoke tests. A small Qwen3-architecture model, randomly initialised,
 learns to play generated ALFWorld games, everything the library's own:
 
 1. games: `generate_games` writes verified train and valid_unseen games (unseen floor plans);
@@ -160,7 +161,8 @@ CPU = replace(
 )
 """The miniature for 2 CPU cores (`benchmarks/alfworld_cpu.py`): "put" games in the small
 rooms (at most 13 receptacles: bathrooms, bedrooms, small living rooms), a 0.9M-parameter
-model, 30 steps per episode."""
+model, 30 steps per episode. Not yet at its targets (imitation >= 20% held-out, one seed <=
+25 minutes): its imitation alone takes ~27 minutes; measured status in docs/alfworld.md."""
 PRESETS = {"gpu": GPU, "cpu": CPU, "cpu-smoke": CPU_SMOKE}
 BYTE_BUDGET = (512, 131_072)
 """Reply and trajectory tokens of the tokenizer's corpus episodes (byte-level tokens)."""
