@@ -38,6 +38,22 @@ class Recording:
         return await self.inner.forward_backward(datums, loss, config)
 
 
+def _distilling_trainer(
+    config: Any, tokenizer: Any, distillation: Distillation, backend: Any = None
+) -> Trainer:
+    """A toy-env trainer distilling with `distillation` (backend: a new tiny one)."""
+    return Trainer(
+        config=config,
+        backend=tiny_backend(config, tokenizer) if backend is None else backend,
+        env_factory=recipe.env_factory_for(config),
+        tasks=recipe.tasks_for(config, ["train"]),
+        renderer=recipe.renderer_for(tokenizer, PROTOCOL),
+        protocol=PROTOCOL,
+        progress=False,
+        distillation=distillation,
+    )
+
+
 async def test_an_update_trains_teacher_minus_student_on_every_trajectory(
     tmp_path: Path, qwen_tokenizer: Any
 ) -> None:
@@ -52,15 +68,8 @@ async def test_an_update_trains_teacher_minus_student_on_every_trajectory(
     student = Recording(tiny_backend(config, qwen_tokenizer))
     teacher_config = toy_config(tmp_path / "teacher", seed=config.seed + 1)
     teacher = await tiny_backend(teacher_config, qwen_tokenizer).sampler()
-    trainer = Trainer(
-        config=config,
-        backend=student,
-        env_factory=recipe.env_factory_for(config),
-        tasks=recipe.tasks_for(config, ["train"]),
-        renderer=recipe.renderer_for(qwen_tokenizer, PROTOCOL),
-        protocol=PROTOCOL,
-        progress=False,
-        distillation=Distillation(teacher, kl_coef=1.0),
+    trainer = _distilling_trainer(
+        config, qwen_tokenizer, Distillation(teacher, kl_coef=1.0), student
     )
     try:
         metrics = await trainer.update(1)
@@ -93,29 +102,7 @@ async def test_a_distillation_needs_a_teacher_and_no_streaming(
     config = toy_config(tmp_path / "run", stream_groups=True)
     backend = tiny_backend(config, qwen_tokenizer)
     with pytest.raises(ValueError, match="turn stream_groups off"):
-        Trainer(
-            config=config,
-            backend=backend,
-            env_factory=recipe.env_factory_for(config),
-            tasks=recipe.tasks_for(config, ["train"]),
-            renderer=recipe.renderer_for(qwen_tokenizer, PROTOCOL),
-            protocol=PROTOCOL,
-            progress=False,
-            distillation=Distillation(await backend.sampler()),
-        )
-
-
-def _distilling_trainer(config: Any, tokenizer: Any, teacher: Any) -> Trainer:
-    return Trainer(
-        config=config,
-        backend=tiny_backend(config, tokenizer),
-        env_factory=recipe.env_factory_for(config),
-        tasks=recipe.tasks_for(config, ["train"]),
-        renderer=recipe.renderer_for(tokenizer, PROTOCOL),
-        protocol=PROTOCOL,
-        progress=False,
-        distillation=Distillation(teacher),
-    )
+        _distilling_trainer(config, qwen_tokenizer, Distillation(await backend.sampler()), backend)
 
 
 async def test_a_resumed_distillation_run_continues_identically(
@@ -131,14 +118,15 @@ async def test_a_resumed_distillation_run_continues_identically(
         save_every=1,
     )
     teacher = await tiny_backend(toy_config(tmp_path / "teacher", seed=7), qwen_tokenizer).sampler()
+    teach = Distillation(teacher)
     straight = _distilling_trainer(
-        toy_config(tmp_path / "straight", max_steps=2, **small), qwen_tokenizer, teacher
+        toy_config(tmp_path / "straight", max_steps=2, **small), qwen_tokenizer, teach
     )
     done = await straight.run()
     first = toy_config(tmp_path / "split", max_steps=1, **small)
-    await _distilling_trainer(first, qwen_tokenizer, teacher).run()
+    await _distilling_trainer(first, qwen_tokenizer, teach).run()
     again = first.model_copy(update={"max_steps": 2, "resume": True})
-    resumed = _distilling_trainer(again, qwen_tokenizer, teacher)
+    resumed = _distilling_trainer(again, qwen_tokenizer, teach)
     result = await resumed.run()
     assert [m.update for m in result.metrics] == [2]
     ours, theirs = result.metrics[0], done.metrics[1]
