@@ -84,8 +84,8 @@ def worker(args: argparse.Namespace) -> None:
     """One (variant, seed) student run in this process; writes its JSON result."""
     import torch
 
-    from agentrl.chat.tokenizers import check_same_tokenizer
     from agentrl.backends.base import LossName
+    from agentrl.chat.tokenizers import check_same_tokenizer
     from agentrl.training.distillation import Distillation
 
     torch.set_num_threads(args.threads)
