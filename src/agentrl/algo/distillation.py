@@ -61,7 +61,7 @@ def reverse_kl_per_token(student: FloatArray, teacher: FloatArray, mask: FloatAr
     on = mask > 0
     if not on.any():
         return 0.0
-    return float(np.mean(student[on] - teacher[on]))
+    return float(np.mean(student[on].astype(np.float64) - teacher[on].astype(np.float64)))
 
 
 def distillation_advantages(

@@ -18,7 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from agentrl.algo.datums import Datum
-from agentrl.algo.distillation import datum_tokens, distilled_datums, teacher_targets
+from agentrl.algo.distillation import (
+    datum_tokens,
+    distilled_datums,
+    reverse_kl_per_token,
+    teacher_targets,
+)
 from agentrl.backends.base import Teacher
 
 __all__ = ["Distillation", "DistilledBatch", "distill_batch"]
@@ -62,10 +67,9 @@ async def distill_batch(datums: Sequence[Datum], distillation: Distillation) -> 
     trained = distilled_datums(
         datums, teachers, kl_coef=distillation.kl_coef, reward_coef=distillation.reward_coef
     )
-    on = [d.mask > 0 for d in datums]
-    if not any(m.any() for m in on):
-        return DistilledBatch(trained, 0.0, 0.0)
-    student = np.concatenate([d.logprobs[m] for d, m in zip(datums, on, strict=True)])
-    teacher = np.concatenate([t[m] for t, m in zip(teachers, on, strict=True)])
-    gap = student.astype(np.float64) - teacher.astype(np.float64)
-    return DistilledBatch(trained, float(gap.mean()), float(teacher.mean()))
+    mask = np.concatenate([d.mask for d in datums])
+    teacher = np.concatenate(teachers)
+    student = np.concatenate([d.logprobs for d in datums])
+    on = mask > 0
+    scored = float(teacher[on].astype(np.float64).mean()) if on.any() else 0.0
+    return DistilledBatch(trained, reverse_kl_per_token(student, teacher, mask), scored)

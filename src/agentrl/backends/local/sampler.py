@@ -31,6 +31,7 @@ from agentrl.backends.local.generation import (
     generate,
 )
 from agentrl.backends.local.kvcache import PrefixKVCache
+from agentrl.backends.local.training import check_token_ids
 from agentrl.core.types import Completion
 
 __all__ = ["LocalSampler", "SamplerStats"]
@@ -132,12 +133,7 @@ class LocalSampler:
         ids = [int(t) for t in tokens]
         if not ids:
             raise ValueError("compute_logprobs needs at least one token")
-        bad = [t for t in ids if not 0 <= t < self.engine.vocab_size]
-        if bad:
-            raise ValueError(
-                f"token ids {bad[:5]} are outside this model's vocabulary "
-                f"[0, {self.engine.vocab_size}): were they tokenized for another model?"
-            )
+        check_token_ids(ids, self.engine.vocab_size, "compute_logprobs' input")
         if len(ids) == 1:
             return [None]
         values = await asyncio.to_thread(self.engine.sequence_logprobs, ids)

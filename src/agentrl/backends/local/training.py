@@ -37,6 +37,16 @@ __all__ = [
 Normalisation = Literal["tokens", "sum"]
 
 
+def check_token_ids(ids: Sequence[int] | np.ndarray, vocab_size: int, what: str) -> None:
+    """Raise ValueError naming `what` when a token id falls outside the model's vocabulary."""
+    values = np.asarray(ids)
+    if values.size and (values.min() < 0 or values.max() >= vocab_size):
+        raise ValueError(
+            f"{what} has token ids outside this model's vocabulary [0, {vocab_size}): was it "
+            "tokenized for another model?"
+        )
+
+
 def validate_datums(datums: Sequence[Datum], vocab_size: int, max_length: int) -> None:
     """Raise ValueError naming the datum and field that cannot be trained on."""
     if not datums:
@@ -50,12 +60,7 @@ def validate_datums(datums: Sequence[Datum], vocab_size: int, max_length: int) -
                 "positions; lower the trajectory token budget"
             )
         for name in ("model_input", "target_tokens"):
-            values = getattr(datum, name)
-            if values.min() < 0 or values.max() >= vocab_size:
-                raise ValueError(
-                    f"datum {index}: {name} has token ids outside [0, {vocab_size}); "
-                    "was it tokenized for another model?"
-                )
+            check_token_ids(getattr(datum, name), vocab_size, f"datum {index}: {name}")
         for name in ("logprobs", "advantages", "mask"):
             if not np.all(np.isfinite(getattr(datum, name))):
                 raise ValueError(f"datum {index}: {name} contains NaN or inf")

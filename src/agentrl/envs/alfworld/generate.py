@@ -239,7 +239,7 @@ async def _generate_all(
     counts: Mapping[str, int],
     seed: int,
     task_types: Sequence[str],
-    max_receptacles: int | None,
+    pools: Mapping[str, Sequence[int]],
     workers: int,
     timeout: float,
     max_attempts: int,
@@ -250,7 +250,6 @@ async def _generate_all(
     from agentrl.envs.alfworld.workers import CallWorker
 
     jobs: asyncio.Queue[tuple[str, int, str]] = asyncio.Queue()
-    pools = {split: scene_pool(split, max_receptacles) for split in SPLITS}
     for split in SPLITS:
         order = _task_order(split, seed, task_types)
         for index in range(counts.get(split, 0)):
@@ -318,13 +317,13 @@ def generate_games(
     unknown = [t for t in task_types if t not in TASK_TYPES]
     if unknown or not task_types:
         raise ValueError(f"unknown task types {unknown}; expected a subset of {TASK_TYPES}")
-    if max_receptacles is not None:
-        for split, n in counts.items():
-            if n and not scene_pool(split, max_receptacles):
-                raise ValueError(
-                    f"max_receptacles={max_receptacles}: no {split} floor plan has that few "
-                    "receptacles (the smallest have 6); raise it"
-                )
+    pools = {split: scene_pool(split, max_receptacles) for split in SPLITS}
+    for split, n in counts.items():
+        if n and not pools[split]:
+            raise ValueError(
+                f"max_receptacles={max_receptacles}: no {split} floor plan has that few "
+                "receptacles (the smallest have 6); raise it"
+            )
     root = Path(out).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -337,7 +336,7 @@ def generate_games(
                 counts,
                 seed,
                 task_types,
-                max_receptacles,
+                pools,
                 n_workers,
                 timeout,
                 max_attempts,
