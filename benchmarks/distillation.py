@@ -216,6 +216,9 @@ def main() -> None:
     parser.add_argument("--variant", choices=VARIANTS, default="rl", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    for name in ("seeds", "jobs", "threads", "updates", "eval_every", "teacher_updates"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.worker:
         worker(args)
         return
