@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Awaitable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agentrl.envs.pycode.sandbox import SandboxLimits, SandboxResult, run_sandboxed_async
+from agentrl.envs.pycode.sandbox import SandboxLimits, SandboxResult, run_sandboxed
 
 LIMITS = SandboxLimits(cpu_seconds=2, wall_seconds=6.0, memory_bytes=512 * 1024**2)
 
@@ -50,18 +49,19 @@ def beside(attack: str, limits: SandboxLimits = LIMITS, **kwargs: object) -> San
     """Run `attack` next to a normal program: the normal one must print 42, and no process of
     either run may be left once the call returns."""
 
-    async def returned(run: Awaitable[SandboxResult]) -> tuple[SandboxResult, float]:
-        result = await run
+    def returned(
+        code: str, run_limits: SandboxLimits, **more: object
+    ) -> tuple[SandboxResult, float]:
+        result = run_sandboxed(code, run_limits, **more)  # type: ignore[arg-type]
         return result, boot_seconds()
 
-    async def both() -> tuple[tuple[SandboxResult, float], tuple[SandboxResult, float]]:
-        bad, good = await asyncio.gather(
-            returned(run_sandboxed_async(attack, limits, **kwargs)),  # type: ignore[arg-type]
-            returned(run_sandboxed_async("print(6 * 7)", LIMITS)),
-        )
-        return bad, good
-
-    (bad, bad_at), (good, good_at) = asyncio.run(both())
+    # each run on a thread of its own, so that the moment one returns is not held back by the
+    # other's work (an event loop shared with 100 MB of output returned the normal run seconds
+    # late, and a namespace inode freed in between was reused by another test's sandbox)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        bad_run = pool.submit(returned, attack, limits, **kwargs)
+        good_run = pool.submit(returned, "print(6 * 7)", LIMITS)
+        (bad, bad_at), (good, good_at) = bad_run.result(), good_run.result()
     assert good.ok and good.stdout == "42\n", good
     # each run is checked against the moment *it* returned: the one that ended first may have
     # its PID-namespace inode reused while the other still runs
