@@ -100,3 +100,35 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.outcome = "failed"
             report.longrepr = f"skipped in CI for a missing dependency: {reason}"
     return report
+
+
+LONG_TESTS_FIRST = (
+    "tests/recipes/test_learning_wins.py::test_rl_beats_the_random_policy_on_held_out_games",
+    "tests/training/test_faults.py::test_sigterm_during_a_long_local_rollout_stops_the_generation",
+    "tests/envs/pycode/test_sandbox_nonroot.py::",
+    "tests/recipes/test_demo.py::test_quick_demo_on_generated_games",
+    "tests/recipes/test_learning_reproducible.py::",
+    "tests/training/test_faults.py::test_sigkill_then_resume",
+    "tests/examples/test_examples.py::test_example_runs[03_train_tiny_model.py]",
+    "tests/examples/test_notebooks.py::",
+    "tests/cli/test_newcomer.py::test_the_first_cli_run_on_the_tiny_model_finishes",
+    "tests/training/test_faults.py::test_a_second_writer",
+    "tests/training/test_trainer_distillation.py::test_a_resumed_distillation_run",
+    "tests/backends/test_learning.py::test_grpo_raises_reward_single_step_toy",
+    "tests/training/test_faults.py::test_sigterm_in_the_background",
+)
+"""Node-id prefixes of the longest tests (about 20-170 s each), in falling order of length.
+They are collected first, so the test processes (pytest-xdist hands tests out in collection
+order) start them early and finish together, instead of one process running a three-minute
+test alone at the end. Only the order changes; every test still runs."""
+
+
+def _long_rank(item: pytest.Item) -> int:
+    for rank, prefix in enumerate(LONG_TESTS_FIRST):
+        if item.nodeid.startswith(prefix):
+            return rank
+    return len(LONG_TESTS_FIRST)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_long_rank)  # stable: the rest keep their order
