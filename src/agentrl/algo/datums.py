@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentrl.algo.advantages import Advantages, ScoredGroup, advantages_of
+from agentrl.chat.conversation import ConversationPiece, RenderedConversation
 from agentrl.core.tokens import TokenPrefix
 from agentrl.core.types import Trajectory, TrajectoryGroup, Turn
 
@@ -42,6 +43,8 @@ __all__ = [
     "scored_datums",
     "segments",
     "sequence_index",
+    "supervised_datum",
+    "supervised_datums",
     "trajectory_to_datum",
     "trajectory_to_datums",
 ]
@@ -202,6 +205,33 @@ def completion_datum(
         advantages=mask * np.float32(advantage),
         mask=mask,
     )
+
+
+def supervised_datum(pieces: Sequence[ConversationPiece], sequence: str | None = None) -> Datum:
+    """The supervised datum of one segment of a rendered conversation
+    (`agentrl.chat.conversation`): mask 1 (and advantage 1) on every target the assistant wrote,
+    0 on the context; no sampler logprobs (zero). Trained with the cross-entropy loss."""
+    full = np.asarray([t for p in pieces for t in p.tokens], dtype=np.int64)
+    trained = np.asarray([p.trained for p in pieces for _ in p.tokens], dtype=bool)
+    if full.size < 2 or not trained[1:].any():
+        raise ValueError("a supervised datum needs a context token and an assistant token after it")
+    if trained[0]:
+        raise ValueError("a supervised datum cannot start with an assistant token (no context)")
+    mask = trained[1:].astype(np.float32)
+    return Datum(
+        model_input=full[:-1].copy(),
+        target_tokens=full[1:].copy(),
+        logprobs=np.zeros(mask.size, dtype=np.float32),
+        advantages=mask.copy(),
+        mask=mask,
+        sequence=sequence,
+    )
+
+
+def supervised_datums(conversation: RenderedConversation, key: str | None = None) -> list[Datum]:
+    """One supervised datum per segment of `conversation` (segments of one conversation share
+    the sequence key `key`)."""
+    return [supervised_datum(segment, key) for segment in conversation.segments]
 
 
 def sequence_index(datums: Sequence[Datum]) -> list[int]:

@@ -12,7 +12,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from agentrl.chat import openai_messages as _openai
 from agentrl.chat.dialects import ToolCallDialect
+from agentrl.chat.openai_messages import MessageKey, OpenAIMessageError, tool_names
 from agentrl.core.types import JsonObject, JsonValue, Message, ToolCall
 from agentrl.gateway.openai_shapes import GatewayError
 
@@ -26,109 +28,18 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class MessageKey:
-    """What makes two OpenAI messages the same message (hashable)."""
-
-    role: str
-    text: str
-    calls: tuple[tuple[str, str, str], ...] = ()
-    """(id, name, canonical JSON of the arguments) per tool call."""
-    tool_call_id: str | None = None
-
-
-def _text(content: JsonValue, where: str) -> str:
-    """A message's `content` as text: a string, a list of text parts, or null."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        pieces = []
-        for i, part in enumerate(content):
-            if not isinstance(part, dict) or part.get("type") != "text":
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise GatewayError(
-                    422,
-                    "unsupported_parameter",
-                    f"{where}.content[{i}]: only text parts are supported, got {kind!r}",
-                    f"{where}.content",
-                )
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise GatewayError(
-                    400, "invalid_value", f"{where}.content[{i}].text must be a string"
-                )
-            pieces.append(text)
-        return "".join(pieces)
-    raise GatewayError(400, "invalid_value", f"{where}.content must be a string, a list or null")
-
-
-def _canonical(arguments: JsonValue, where: str) -> str:
-    """Canonical JSON text of a call's `arguments` (a JSON string of an object)."""
-    if not isinstance(arguments, str):
-        raise GatewayError(
-            400, "invalid_value", f"{where}.function.arguments must be a JSON string"
-        )
-    try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise GatewayError(
-            400, "invalid_value", f"{where}.function.arguments is not JSON ({exc})"
-        ) from None
-    if not isinstance(value, dict):
-        raise GatewayError(400, "invalid_value", f"{where}.function.arguments must be an object")
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+def _refused(exc: OpenAIMessageError) -> GatewayError:
+    """The gateway's answer to a malformed message: 422 for what it does not take, else 400."""
+    status = 422 if exc.code == "unsupported_parameter" else 400
+    return GatewayError(status, exc.code, exc.message, exc.param)
 
 
 def message_key(message: Mapping[str, JsonValue], index: int) -> MessageKey:
     """The comparison key of `messages[index]`; a 400 `GatewayError` for a malformed one."""
-    where = f"messages[{index}]"
-    role = message.get("role")
-    if role == "developer":
-        role = "system"
-    if role not in ("system", "user", "assistant", "tool"):
-        raise GatewayError(
-            400, "invalid_value", f"{where}.role must be system, user, assistant or tool"
-        )
-    calls: list[tuple[str, str, str]] = []
-    raw_calls = message.get("tool_calls") or []
-    if role == "assistant":
-        if not isinstance(raw_calls, list):
-            raise GatewayError(400, "invalid_value", f"{where}.tool_calls must be a list")
-        for j, call in enumerate(raw_calls):
-            spot = f"{where}.tool_calls[{j}]"
-            function = call.get("function") if isinstance(call, dict) else None
-            name = function.get("name") if isinstance(function, dict) else None
-            if not isinstance(function, dict) or not isinstance(name, str):
-                raise GatewayError(400, "invalid_value", f"{spot}.function.name is missing")
-            call_id = call.get("id") if isinstance(call, dict) else None
-            calls.append(
-                (str(call_id or ""), name, _canonical(function.get("arguments", "{}"), spot))
-            )
-    tool_call_id = message.get("tool_call_id")
-    if role == "tool" and not isinstance(tool_call_id, str):
-        raise GatewayError(400, "invalid_value", f"{where}.tool_call_id is missing")
-    return MessageKey(
-        role=str(role),
-        text=_text(message.get("content"), where),
-        calls=tuple(calls),
-        tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
-    )
-
-
-def tool_names(keys: Sequence[MessageKey]) -> dict[str, str]:
-    """Tool name of each call id in the assistant messages of `keys`."""
-    return {call_id: name for key in keys for call_id, name, _ in key.calls if call_id}
-
-
-def _call(name: str, canonical: str) -> ToolCall:
-    """A `ToolCall` of JSON arguments (strings verbatim, other values as JSON text)."""
-    values = json.loads(canonical)
-    arguments = {
-        k: v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for k, v in values.items()
-    }
-    return ToolCall(name=name, arguments=arguments)
+    try:
+        return _openai.message_key(message, index)
+    except OpenAIMessageError as exc:
+        raise _refused(exc) from None
 
 
 def to_messages(
@@ -136,32 +47,12 @@ def to_messages(
     dialect: ToolCallDialect,
     sampled: Mapping[MessageKey, str],
 ) -> list[Message]:
-    """agentrl messages of a request: an assistant message the gateway sampled keeps its exact
-    text (`sampled`), another is written in the family's dialect; a tool message is named by
-    the call it answers."""
-    names = tool_names(keys)
-    out: list[Message] = []
-    for index, key in enumerate(keys):
-        if key.role == "assistant":
-            text = sampled.get(key)
-            if text is None:
-                written = [dialect.write(_call(name, args)) for _, name, args in key.calls]
-                text = "\n".join([key.text, *written] if key.text else written)
-            out.append(Message(role="assistant", content=text))
-        elif key.role == "tool":
-            name = names.get(key.tool_call_id or "")
-            if name is None:
-                raise GatewayError(
-                    400,
-                    "invalid_value",
-                    f"messages[{index}].tool_call_id {key.tool_call_id!r} answers no call of an "
-                    "earlier assistant message",
-                    f"messages[{index}].tool_call_id",
-                )
-            out.append(Message(role="tool", content=key.text, name=name))
-        else:
-            out.append(Message(role=key.role, content=key.text))  # type: ignore[arg-type]
-    return out
+    """agentrl messages of a request (`agentrl.chat.openai_messages.to_messages`); a 400
+    `GatewayError` for a tool message that answers no call."""
+    try:
+        return _openai.to_messages(keys, dialect, sampled)
+    except OpenAIMessageError as exc:
+        raise _refused(exc) from None
 
 
 def _string_params(tools: Sequence[JsonObject], name: str) -> set[str] | None:

@@ -27,6 +27,7 @@ __all__ = [
     "WriteMode",
     "drop_records",
     "named_os_error",
+    "numbered_jsonl",
     "read_jsonl",
 ]
 
@@ -168,6 +169,11 @@ class JsonlWriter:
 
 def read_jsonl(path: Path) -> list[JsonObject]:
     """Every record of a JSON Lines file; an incomplete last line (crash) is skipped."""
+    return [record for _, record in numbered_jsonl(path)]
+
+
+def numbered_jsonl(path: Path) -> list[tuple[int, JsonObject]]:
+    """(line number, record) of every record of a JSON Lines file (`read_jsonl`'s rules)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
@@ -180,7 +186,7 @@ def read_jsonl(path: Path) -> list[JsonObject]:
             "by agentrl?"
         ) from None
     lines = text.split("\n")
-    records: list[JsonObject] = []
+    records: list[tuple[int, JsonObject]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -193,7 +199,7 @@ def read_jsonl(path: Path) -> list[JsonObject]:
             raise JsonlError(f"{path}:{number}: not valid JSON ({exc})") from exc
         if not isinstance(value, dict):
             raise JsonlError(f"{path}:{number}: expected a JSON object, got {type(value).__name__}")
-        records.append(value)
+        records.append((number, value))
     return records
 
 
