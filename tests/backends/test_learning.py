@@ -28,6 +28,7 @@ pytest.importorskip("peft")
 from tests.backends.toy_learning import MULTI_TURN, SINGLE_STEP, run_toy_learning
 
 
+@pytest.mark.slow  # the learning test (tests/recipes) covers RL lifting success
 async def test_grpo_raises_reward_single_step_toy(qwen_tokenizer) -> None:
     """Default variant (~60 s): one command per episode; reward in [-0.1, 0]."""
     start = time.perf_counter()

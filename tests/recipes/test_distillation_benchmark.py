@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 SCRIPT = BENCHMARKS / "distillation.py"
 
 
+@pytest.mark.slow  # a benchmark script's plumbing: `make test-slow`
 def test_distillation_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "distillation"
     command = [sys.executable, str(SCRIPT), "--out", str(out), "--size", "smoke", "--seeds", "1"]

@@ -21,6 +21,7 @@ SUMMARY = (
 )
 
 
+@pytest.mark.slow  # the learning test (tests/recipes) covers RL lifting success
 def test_vault_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     command = [sys.executable, str(BENCHMARKS / "learning_vault.py"), "--out", str(out)]

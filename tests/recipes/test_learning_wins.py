@@ -53,6 +53,7 @@ def test_benchmark_script_smoke(tmp_path: Path) -> None:
     assert "| gigpo | 1 |" in (out / "learning.md").read_text()
 
 
+@pytest.mark.slow  # a benchmark script's plumbing: `make test-slow`
 def test_losses_script_smoke(tmp_path: Path) -> None:
     """`benchmarks/losses.py` at the smoke size: one off-policy loss and the on-policy PPO."""
     import json

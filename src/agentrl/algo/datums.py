@@ -23,7 +23,7 @@ masked token is still a sampled token with its sampler logprob.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +40,7 @@ __all__ = [
     "build_datums",
     "completion_datum",
     "has_signal",
+    "kept_datums",
     "scored_datums",
     "segments",
     "sequence_index",
@@ -272,6 +273,20 @@ def build_datums(
                 continue
             key = f"{group.group_id}/{index}"
             datums.extend(trajectory_to_datums(trajectory, turn_adv, key))
+    return datums
+
+
+def kept_datums(
+    groups: Sequence[TrajectoryGroup], keep: Callable[[Trajectory], bool]
+) -> list[Datum]:
+    """The supervised datums (every assistant token, weight 1) of the trajectories `keep`
+    accepts, in group order: rejection sampling's training set (e.g. the won ones)."""
+    datums: list[Datum] = []
+    for group in groups:
+        for index, trajectory in enumerate(group.trajectories):
+            if trajectory.turns and keep(trajectory):
+                ones = [1.0] * len(trajectory.turns)
+                datums.extend(trajectory_to_datums(trajectory, ones, f"{group.group_id}/{index}"))
     return datums
 
 

@@ -14,7 +14,7 @@ from agentrl.core.env import close_env_factory
 from agentrl.core.types import TaskInfo
 from agentrl.training.interrupts import run_until_signal
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "add_rft_parser", "run", "run_rft"]
 
 
 async def _train(config: TrainConfig) -> int:
@@ -36,19 +36,44 @@ async def _train(config: TrainConfig) -> int:
     protocol = recipe.tool_protocol_for(config)
     backend = await recipe.training_backend_for(config, tokenizer)
     env_factory = recipe.env_factory_for(config)  # built here, so closed here
-    trainer = Trainer(
-        config=config,
-        backend=backend,
-        env_factory=env_factory,
-        tasks=tasks,
-        renderer=recipe.renderer_for(tokenizer, protocol, config),
-        protocol=protocol,
-    )
     try:
+        trainer = Trainer(
+            config=config,
+            backend=backend,
+            env_factory=env_factory,
+            tasks=tasks,
+            renderer=recipe.renderer_for(tokenizer, protocol, config),
+            protocol=protocol,
+            **await _objective(config, tokenizer),
+        )
         return await _run(trainer, config)
     finally:
         await close_env_factory(env_factory)
         await backend.close()  # built here, so closed here
+
+
+async def _objective(config: TrainConfig, tokenizer: Any) -> dict[str, Any]:
+    """The Trainer's arguments for `--objective`: a `Distillation` of `--teacher-model` (opd),
+    a `RejectionSampling` of the won trajectories (rft), nothing (rl)."""
+    from agentrl.config.names import Objective
+    from agentrl.training.build import teacher_for
+    from agentrl.training.distillation import Distillation
+    from agentrl.training.rejection import RejectionSampling
+
+    if config.objective is Objective.RFT:
+        print("objective rft: cross entropy on the won trajectories of each update")
+        return {"rejection": RejectionSampling()}
+    if config.objective is Objective.OPD:
+        teacher = await teacher_for(config, tokenizer)
+        print(
+            f"objective opd: teacher {config.teacher_model}, kl coef {config.teacher_kl_coef}, "
+            f"reward coef {config.teacher_reward_coef}, loss {config.loss.value}"
+        )
+        distillation = Distillation(
+            teacher, kl_coef=config.teacher_kl_coef, reward_coef=config.teacher_reward_coef
+        )
+        return {"distillation": distillation}
+    return {}
 
 
 async def _train_agent(config: TrainConfig, tasks: list[TaskInfo], tokenizer: Any) -> int:
@@ -98,6 +123,12 @@ def run(args: argparse.Namespace) -> int:
     return run_until_signal(_train(config))
 
 
+def run_rft(args: argparse.Namespace) -> int:
+    """Run `agentrl rft` (`agentrl train --objective rft`); the exit status."""
+    config = config_from_args(TrainConfig, args, objective="rft")
+    return run_until_signal(_train(config))
+
+
 def add_parser(subparsers: Subparsers) -> None:
     """Register the `train` command."""
     parser = subparsers.add_parser(
@@ -110,3 +141,20 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     add_config_arguments(parser, TrainConfig)
     parser.set_defaults(handler=run)
+
+
+_NOT_RFT = ("objective", "teacher_model", "teacher_kl_coef", "teacher_reward_coef", "loss")
+
+
+def add_rft_parser(subparsers: Subparsers) -> None:
+    """Register the `rft` command (`train --objective rft`)."""
+    parser = subparsers.add_parser(
+        "rft",
+        help="rejection-sampling fine-tuning: train on the policy's own won trajectories",
+        description="Rejection-sampling fine-tuning (expert iteration): each update plays "
+        "--games-per-batch games x --group-size trajectories with the current policy, keeps "
+        "the won ones and takes one cross-entropy step on their assistant tokens. The same "
+        "run folder, checkpoints, metrics (rft/kept per update) and --resume as agentrl train.",
+    )
+    add_config_arguments(parser, TrainConfig, exclude=_NOT_RFT)
+    parser.set_defaults(handler=run_rft)

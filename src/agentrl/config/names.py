@@ -13,6 +13,7 @@ __all__ = [
     "EstimatorName",
     "EvalPolicy",
     "EvalSplit",
+    "Objective",
     "Preset",
     "RewardName",
     "SamplerName",
@@ -90,6 +91,18 @@ class BehaviourLogprobs(StrEnum):
     """The sampler's own logprobs (the recipe)."""
     TRAINER = "trainer"
     """The trainer's recomputed logprobs of the same weights before the update."""
+
+
+class Objective(StrEnum):
+    """What an update trains on (`agentrl train --objective`)."""
+
+    RL = "rl"
+    """Policy-gradient RL: the estimator's advantages and the configured loss (the recipe)."""
+    RFT = "rft"
+    """Rejection-sampling fine-tuning: cross entropy on the kept (won) trajectories only."""
+    OPD = "opd"
+    """On-policy distillation: per token `kl_coef * (teacher - student)` (+ reward) from
+    `--teacher-model`'s logprobs, with the importance-sampling loss."""
 
 
 class StalePolicy(StrEnum):

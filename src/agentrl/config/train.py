@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -19,7 +19,13 @@ from agentrl.backends.base import (
     MaskMode,
 )
 from agentrl.config.common import CommonConfig, must_not_be
-from agentrl.config.names import BackendName, BehaviourLogprobs, EstimatorName, StalePolicy
+from agentrl.config.names import (
+    BackendName,
+    BehaviourLogprobs,
+    EstimatorName,
+    Objective,
+    StalePolicy,
+)
 from agentrl.config.plugins import EstimatorOptions, make_estimator
 from agentrl.config.presets import CPU_SMALL_COMMON, CPU_SMALL_TRAIN
 
@@ -47,6 +53,23 @@ class TrainConfig(CommonConfig):
     weight_decay: float = Field(0.0, ge=0.0, description="decoupled weight decay")
     grad_clip_norm: float = Field(
         1.0, ge=0.0, description="clip the global gradient norm to this (0 disables)"
+    )
+    objective: Objective = Field(
+        Objective.RL,
+        description="what updates train on: rl (advantages, the recipe), rft (cross entropy "
+        "on the won trajectories) or opd (on-policy distillation of --teacher-model; "
+        "importance_sampling loss unless --loss is given)",
+    )
+    teacher_model: str | None = Field(
+        None,
+        description="--objective opd: the teacher (a checkpoint record, a local checkpoint "
+        "folder or a trio:// path) of the same base model and tokenizer",
+    )
+    teacher_kl_coef: float = Field(
+        1.0, ge=0.0, description="--objective opd: weight of the per-token teacher - student gap"
+    )
+    teacher_reward_coef: float = Field(
+        0.0, ge=0.0, description="--objective opd: weight of the reward's advantage (0: pure)"
     )
     loss: LossName = Field(
         LossName.PPO,
@@ -179,6 +202,32 @@ class TrainConfig(CommonConfig):
                 f"group_size={self.group_size} gives every trajectory a zero advantage with the "
                 f"{self.estimator.value!r} estimator (a group of one is its own baseline); "
                 "use group_size >= 2"
+            )
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _distillation_loss(cls, data: Any) -> Any:
+        """`--objective opd` trains with the importance-sampling loss unless `--loss` says."""
+        if isinstance(data, dict) and str(data.get("objective", "")) == "opd":
+            return {"loss": LossName.IMPORTANCE_SAMPLING, **data}
+        return data
+
+    @model_validator(mode="after")
+    def _check_objective(self) -> Self:
+        opd = self.objective is Objective.OPD
+        if opd and self.teacher_model is None:
+            raise ValueError(
+                "--objective opd needs --teacher-model (a checkpoint record of the same base "
+                "model, e.g. runs/teacher/checkpoints/update-0040.json)"
+            )
+        if not opd and self.teacher_model is not None:
+            raise ValueError("--teacher-model is the teacher of --objective opd only")
+        if self.objective is not Objective.RL and (self.stream_groups or self.agent):
+            what = "--stream-groups" if self.stream_groups else "--agent"
+            raise ValueError(
+                f"--objective {self.objective.value} trains on the whole batch played by the "
+                f"rollout engine: leave out {what}"
             )
         return self
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agentrl.algo.datums import trajectory_to_datum
+from agentrl.algo.datums import kept_datums, trajectory_to_datum
 from agentrl.algo.metrics import UpdateMetrics
 from agentrl.backends.base import (
     AdamParams,
@@ -209,12 +209,7 @@ def _backend(setup: LearningSetup, tokenizer: Any, run_dir: Path) -> Any:
 def won_datums(groups: Sequence[TrajectoryGroup]) -> list[Any]:
     """The supervised datums (every assistant token, weight 1) of the won trajectories of
     `groups`, in order: the rejection-sampling filter of a winners-only warm start."""
-    return [
-        trajectory_to_datum(t, [1.0] * len(t.turns))
-        for g in groups
-        for t in g.trajectories
-        if t.won
-    ]
+    return kept_datums(groups, lambda t: t.won)
 
 
 WINNER_ROUNDS = 32

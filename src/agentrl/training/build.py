@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrl.backends.base import Sampler, SamplingParams, TrainingBackend
+from agentrl.backends.base import Sampler, SamplingParams, Teacher, TrainingBackend
 from agentrl.chat import ChatRenderer
 from agentrl.config import (
     BackendName,
@@ -317,13 +317,38 @@ def _start_vllm(
 
 async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
     """A sampler of the base model, or of the checkpoint `config.model_path` names."""
+    return await model_sampler_for(config, tokenizer, config.model_path, config.output.parent)
+
+
+async def teacher_for(config: TrainConfig, tokenizer: Any) -> Teacher:
+    """The sampler of `--teacher-model` (on-policy distillation's teacher), on the run's
+    backend; its scratch files (vLLM's base) go under `<run_dir>/teacher`."""
+    if config.teacher_model is None:
+        raise ValueError("--teacher-model is not set")
+    sampler = await model_sampler_for(
+        config, tokenizer, config.teacher_model, config.run_dir / "teacher"
+    )
+    if not isinstance(sampler, Teacher):
+        raise ValueError(
+            f"--teacher-model: the {type(sampler).__name__} cannot score tokens "
+            "(compute_logprobs); use --sampler builtin for the teacher"
+        )
+    return sampler
+
+
+async def model_sampler_for(
+    config: CommonConfig, tokenizer: Any, model_path: str | None, scratch: Path
+) -> Sampler:
+    """A sampler of the base model, or of the checkpoint `model_path` names (a checkpoint
+    record, a local checkpoint folder or a service path); `scratch`: where a local sampler may
+    write what it needs (the tiny model's base for vLLM), never a checkpoint."""
     sampler_path: str | None = None
-    if config.model_path is not None:
-        sampler_path, info = resolve_model_path(config.model_path)
+    if model_path is not None:
+        sampler_path, info = resolve_model_path(model_path)
         if info is not None and info.base_model != config.base_model:
             raise ValueError(
                 f"checkpoint {info.name} was trained on --base-model {info.base_model}, but "
-                f"this evaluation uses {config.base_model}; pass --base-model {info.base_model}"
+                f"this run uses {config.base_model}; pass --base-model {info.base_model}"
             )
     if config.backend is BackendName.LOCAL:
         rank, alpha = 8, None
@@ -333,21 +358,21 @@ async def eval_sampler_for(config: EvalConfig, tokenizer: Any) -> Sampler:
             adapter = Path(sampler_path) / "adapter_config.json"
             if not adapter.is_file():
                 raise FileNotFoundError(
-                    f"{adapter} not found: --model-path must name a local backend checkpoint"
+                    f"{adapter} not found: {model_path} must name a local backend checkpoint"
                 )
             settings = check_adapter_dir(Path(sampler_path))  # CheckpointError naming a file
             rank, alpha = settings.rank, settings.alpha
         if config.sampler is SamplerName.VLLM:  # vLLM serves the base model + the adapter
             model: str | Path = config.base_model
             if config.base_model == TINY_MODEL:
-                model = config.output.parent / "vllm-base"
+                model = scratch / "vllm-base"
                 local_backend_for(config, tokenizer, model, rank, alpha, save_base_to=model)
             vllm = _start_vllm(config, model, rank)
             if sampler_path is not None:
                 vllm.use_lora(sampler_path)
             return vllm  # type: ignore[no-any-return]
         # Nothing is saved by an evaluation: the checkpoint folder is never created.
-        backend = local_backend_for(config, tokenizer, config.output.parent, rank, alpha)
+        backend = local_backend_for(config, tokenizer, scratch, rank, alpha)
         if sampler_path is not None:
             await backend.load_sampler_weights(sampler_path)
         return await backend.sampler()

@@ -48,7 +48,13 @@ from agentrl.algo.advantages import AdvantageEstimator, Advantages, ScoredGroup
 from agentrl.algo.datums import scored_datums
 from agentrl.algo.metrics import UpdateMetrics, update_metrics
 from agentrl.algo.rewards import Reward
-from agentrl.backends.base import ForwardBackwardResult, Sampler, TrainingBackend
+from agentrl.backends.base import (
+    ForwardBackwardResult,
+    LossConfig,
+    LossName,
+    Sampler,
+    TrainingBackend,
+)
 from agentrl.chat import ChatRenderer
 from agentrl.config import TrainConfig
 from agentrl.core.env import EnvGroupFactory
@@ -76,6 +82,7 @@ from agentrl.training.pipeline import (
 )
 from agentrl.training.play import GroupPlayer, play_group, play_with_player
 from agentrl.training.preflight import check_token_budget
+from agentrl.training.rejection import RejectionSampling, rejection_batch
 from agentrl.training.resume import ORDER_FIELDS, run_state, start_run
 from agentrl.training.sources import update_source_for
 from agentrl.training.streaming import (
@@ -131,6 +138,7 @@ class Trainer:
         progress: bool = True,
         player: GroupPlayer | None = None,
         distillation: Distillation | None = None,
+        rejection: RejectionSampling | None = None,
     ) -> None:
         if not tasks:
             raise ValueError("Trainer needs at least one training task")
@@ -204,11 +212,15 @@ class Trainer:
         self._uncommitted: CheckpointInfo | None = None
         self.distillation = distillation
         """On-policy distillation's teacher and weights (None: RL)."""
+        self.rejection = rejection
+        """Rejection-sampling fine-tuning's filter (None: RL)."""
+        if distillation is not None and rejection is not None:
+            raise ValueError("a Trainer distils (distillation) or filters (rejection), not both")
         if config.stream_groups:
-            if distillation is not None:
+            if distillation is not None or rejection is not None:
                 raise ValueError(
-                    "stream_groups trains group by group; on-policy distillation scores the "
-                    "whole batch first: turn stream_groups off"
+                    "stream_groups trains group by group; on-policy distillation and "
+                    "rejection sampling use the whole batch: turn stream_groups off"
                 )
             check_streaming(backend, self.estimator, config.loss, config.loss_config())
 
@@ -238,6 +250,8 @@ class Trainer:
         config = self.config
         clock = time.perf_counter()
         advantages = Advantages(tuple(s.advantages for s in scored))
+        if self.rejection is not None:
+            return await self._train_kept(scored, seconds, advantages)
         every_token = config.loss_config().needs_every_token or self.distillation is not None
         datums = scored_datums(scored, keep_zero_advantage=every_token)
         timings = {"advantages": seconds + time.perf_counter() - clock}
@@ -258,6 +272,26 @@ class Trainer:
         timings["forward_backward"] = time.perf_counter() - clock
         trained = await self._step(result, timings)
         return replace(trained, scalars={**trained.scalars, **teacher}, advantages=advantages)
+
+    async def _train_kept(
+        self, scored: Sequence[ScoredGroup], seconds: float, advantages: Advantages
+    ) -> _Trained:
+        """Rejection sampling: cross entropy on the kept trajectories (no step without any)."""
+        assert self.rejection is not None
+        clock = time.perf_counter()
+        batch = rejection_batch([s.group for s in scored], self.rejection)
+        timings = {"advantages": seconds + time.perf_counter() - clock}
+        if not batch.datums:
+            return _Trained(None, batch.scalars(), timings, advantages)
+        clock = time.perf_counter()
+        result = await self.backend.forward_backward(
+            batch.datums, LossName.CROSS_ENTROPY, LossConfig()
+        )
+        timings["forward_backward"] = time.perf_counter() - clock
+        trained = await self._step(result, timings)
+        return replace(
+            trained, scalars={**trained.scalars, **batch.scalars()}, advantages=advantages
+        )
 
     async def _train_streamed(
         self, streamer: GroupStreamer, scored: Sequence[ScoredGroup], seconds: float

@@ -1,0 +1,91 @@
+"""Rejection-sampling fine-tuning through the Trainer: the real tiny model plays the toy env,
+the filter decides, and the update's one cross-entropy step trains exactly the kept
+trajectories' datums."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from agentrl.algo.datums import trajectory_to_datums
+from agentrl.backends.base import LossName
+from agentrl.core.types import Trajectory
+from agentrl.training import recipe
+from agentrl.training.rejection import RejectionSampling
+from agentrl.training.trainer import Trainer
+from tests.helpers.trainer_helpers import PROTOCOL, tiny_backend, toy_config
+
+
+class Recording:
+    """The real backend, with each `forward_backward`'s datums and loss kept for the test."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[tuple[list[Any], LossName]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def forward_backward(self, datums: Any, loss: Any, config: Any) -> Any:
+        self.calls.append((list(datums), LossName(loss)))
+        return await self.inner.forward_backward(datums, loss, config)
+
+
+async def _update(tmp_path: Path, tokenizer: Any, keep: Any) -> tuple[Recording, Any]:
+    config = toy_config(
+        tmp_path, max_steps=1, group_size=4, max_episode_steps=2, max_assistant_tokens=16
+    )
+    backend = Recording(tiny_backend(config, tokenizer))
+    trainer = Trainer(
+        config=config,
+        backend=backend,
+        env_factory=recipe.env_factory_for(config),
+        tasks=recipe.tasks_for(config, ["train"]),
+        renderer=recipe.renderer_for(tokenizer, PROTOCOL),
+        protocol=PROTOCOL,
+        progress=False,
+        rejection=RejectionSampling(keep=keep),
+    )
+    try:
+        return backend, await trainer.update(1)
+    finally:
+        await trainer.close()
+
+
+async def test_rft_trains_exactly_the_kept_trajectories(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    seen: list[Trajectory] = []
+    kept: list[Trajectory] = []
+
+    def keep(trajectory: Trajectory) -> bool:  # every other trajectory the filter is shown
+        seen.append(trajectory)
+        if len(seen) % 2 == 1 and all(t is not trajectory for t in kept):
+            kept.append(trajectory)
+        return any(t is trajectory for t in kept)
+
+    backend, metrics = await _update(tmp_path, qwen_tokenizer, keep)
+    ((datums, loss),) = backend.calls
+    assert loss is LossName.CROSS_ENTROPY
+    assert 0 < len(kept) < len({id(t) for t in seen})
+    expected = [d for t in kept for d in trajectory_to_datums(t, [1.0] * len(t.turns))]
+    assert len(datums) == len(expected)
+    for got, want in zip(datums, expected, strict=True):
+        assert np.array_equal(got.target_tokens, want.target_tokens)
+        assert np.array_equal(got.mask, want.mask)
+    assert metrics.trained_tokens == sum(d.num_assistant_tokens for d in expected)
+    assert metrics.backend["rft/kept"] == len(kept)
+
+
+async def test_an_update_that_keeps_nothing_takes_no_step(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    backend, metrics = await _update(tmp_path, qwen_tokenizer, lambda t: False)
+    assert backend.calls == [] and metrics.loss is None
+    assert metrics.backend["rft/kept"] == 0
