@@ -139,7 +139,7 @@ def test_an_unknown_env_errors_clearly(tmp_path: Path) -> None:
         env_spec("nosuchenv")
     message = str(raised.value)
     assert "unknown env 'nosuchenv'" in message
-    assert "installed envs: agent, alfworld, pycode, search, toy" in message
+    assert "installed envs: agent, alfworld, pycode, search, toy, toy-fetch" in message
     assert '[project.entry-points."agentrl.envs"]' in message
     with pytest.raises(ValueError, match="unknown env 'nosuchenv'; installed envs"):
         TrainConfig(env="nosuchenv", run_dir=tmp_path / "run")

@@ -42,10 +42,12 @@ __all__ = [
     "has_signal",
     "kept_datums",
     "scored_datums",
+    "scored_trajectory_datums",
     "segments",
     "sequence_index",
     "supervised_datum",
     "supervised_datums",
+    "trajectory_datums",
     "trajectory_to_datum",
     "trajectory_to_datums",
 ]
@@ -258,9 +260,21 @@ def build_datums(
 ) -> list[Datum]:
     """One datum per trajectory segment, in group order; zero-advantage trajectories skipped by
     default."""
+    pairs = trajectory_datums(groups, advantages, skip_zero_advantage=skip_zero_advantage)
+    return [datum for _, datum in pairs]
+
+
+def trajectory_datums(
+    groups: Sequence[TrajectoryGroup],
+    advantages: Advantages,
+    *,
+    skip_zero_advantage: bool = True,
+) -> list[tuple[Trajectory, Datum]]:
+    """`build_datums` with the trajectory each datum was built from (a teacher that reads the
+    trajectory, e.g. self-distillation's privileged context, scores each datum with it)."""
     if len(groups) != len(advantages.groups):
         raise ValueError(f"{len(groups)} groups but {len(advantages.groups)} advantage groups")
-    datums: list[Datum] = []
+    pairs: list[tuple[Trajectory, Datum]] = []
     for group, group_adv in zip(groups, advantages.groups, strict=True):
         if len(group.trajectories) != len(group_adv.per_turn):
             raise ValueError(
@@ -272,8 +286,8 @@ def build_datums(
             if not trajectory.turns or (skip_zero_advantage and not has_signal(turn_adv)):
                 continue
             key = f"{group.group_id}/{index}"
-            datums.extend(trajectory_to_datums(trajectory, turn_adv, key))
-    return datums
+            pairs += [(trajectory, d) for d in trajectory_to_datums(trajectory, turn_adv, key)]
+    return pairs
 
 
 def kept_datums(
@@ -298,7 +312,14 @@ def scored_datums(
     the datums of the batch trained at once. Zero-advantage trajectories (all of a degenerate
     group's) are skipped unless `keep_zero_advantage`: with a KL penalty they still carry its
     gradient (`LossConfig.needs_every_token`)."""
-    return build_datums(
+    return [d for _, d in scored_trajectory_datums(scored, keep_zero_advantage=keep_zero_advantage)]
+
+
+def scored_trajectory_datums(
+    scored: Sequence[ScoredGroup], *, keep_zero_advantage: bool = False
+) -> list[tuple[Trajectory, Datum]]:
+    """`scored_datums` with the trajectory of each datum (`trajectory_datums`)."""
+    return trajectory_datums(
         [s.group for s in scored],
         advantages_of(scored),
         skip_zero_advantage=not keep_zero_advantage,

@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from agentrl.cli.args import Subparsers, add_config_arguments, config_from_args
 from agentrl.config import TrainConfig
+from agentrl.config.names import Objective
 from agentrl.core.env import close_env_factory
 from agentrl.core.types import TaskInfo
 from agentrl.training.interrupts import run_until_signal
@@ -27,6 +29,8 @@ async def _train(config: TrainConfig) -> int:
     print(preset_line(config))
     check_not_in_use(config.run_dir, what="run folder", folder=True)
     check_run_dir(config)
+    if config.objective is Objective.OPSD:
+        privileged_context(config)  # before anything is loaded
     recipe.check_credentials(config)
     tasks = recipe.tasks_for(config, [config.train_split], progress=True)
     print(f"{len(tasks)} training games ({config.env}, split {config.train_split})")
@@ -37,14 +41,15 @@ async def _train(config: TrainConfig) -> int:
     backend = await recipe.training_backend_for(config, tokenizer)
     env_factory = recipe.env_factory_for(config)  # built here, so closed here
     try:
+        renderer = recipe.renderer_for(tokenizer, protocol, config)
         trainer = Trainer(
             config=config,
             backend=backend,
             env_factory=env_factory,
             tasks=tasks,
-            renderer=recipe.renderer_for(tokenizer, protocol, config),
+            renderer=renderer,
             protocol=protocol,
-            **await _objective(config, tokenizer),
+            **await _objective(config, tokenizer, backend, renderer),
         )
         return await _run(trainer, config)
     finally:
@@ -52,28 +57,47 @@ async def _train(config: TrainConfig) -> int:
         await backend.close()  # built here, so closed here
 
 
-async def _objective(config: TrainConfig, tokenizer: Any) -> dict[str, Any]:
-    """The Trainer's arguments for `--objective`: a `Distillation` of `--teacher-model` (opd),
-    a `RejectionSampling` of the won trajectories (rft), nothing (rl)."""
-    from agentrl.config.names import Objective
+def privileged_context(config: TrainConfig) -> Callable[[TaskInfo], str | None]:
+    """The env's privileged context for `--objective opsd` (ValueError: it offers none)."""
+    from agentrl.config.plugins import env_spec
+
+    spec = env_spec(config.env)
+    if spec.privileged is None:
+        raise ValueError(
+            f"--objective opsd: env {spec.name} offers no privileged context "
+            "(EnvSpec.privileged); toy-fetch does, or use --objective opd with a teacher"
+        )
+    return spec.privileged
+
+
+async def _objective(
+    config: TrainConfig, tokenizer: Any, backend: Any, renderer: Any
+) -> dict[str, Any]:
+    """The Trainer's arguments for `--objective`: a `Distillation` of `--teacher-model` (opd)
+    or of the live model shown the env's privileged context (opsd), a `RejectionSampling` of
+    the won trajectories (rft), nothing (rl)."""
     from agentrl.training.build import teacher_for
     from agentrl.training.distillation import Distillation
     from agentrl.training.rejection import RejectionSampling
+    from agentrl.training.self_distillation import PrivilegedTeacher
 
     if config.objective is Objective.RFT:
         print("objective rft: cross entropy on the won trajectories of each update")
         return {"rejection": RejectionSampling()}
+    if config.objective is Objective.RL:
+        return {}
+    coefs = f"kl coef {config.teacher_kl_coef}, reward coef {config.teacher_reward_coef}"
     if config.objective is Objective.OPD:
-        teacher = await teacher_for(config, tokenizer)
-        print(
-            f"objective opd: teacher {config.teacher_model}, kl coef {config.teacher_kl_coef}, "
-            f"reward coef {config.teacher_reward_coef}, loss {config.loss.value}"
-        )
-        distillation = Distillation(
-            teacher, kl_coef=config.teacher_kl_coef, reward_coef=config.teacher_reward_coef
-        )
-        return {"distillation": distillation}
-    return {}
+        teacher: Any = await teacher_for(config, tokenizer)
+        print(f"objective opd: teacher {config.teacher_model}, {coefs}, loss {config.loss.value}")
+    else:
+        privileged = privileged_context(config)
+        teacher = PrivilegedTeacher(backend.sampler, renderer, lambda t: privileged(t.task))
+        print(f"objective opsd: the model shown env {config.env}'s privileged context, {coefs}")
+    distillation = Distillation(
+        teacher, kl_coef=config.teacher_kl_coef, reward_coef=config.teacher_reward_coef
+    )
+    return {"distillation": distillation}
 
 
 async def _train_agent(config: TrainConfig, tasks: list[TaskInfo], tokenizer: Any) -> int:

@@ -96,6 +96,9 @@ class EnvSpec:
     """The config fields the env reads (listed by `agentrl envs`)."""
     generate: Callable[[argparse.Namespace], int] | None = None
     """`agentrl generate --env NAME`: writes task files from the parsed flags; exit status."""
+    privileged: Callable[[TaskInfo], str | None] | None = None
+    """What a teacher may know that the agent is not told (e.g. the solution), for on-policy
+    self-distillation (`agentrl train --objective opsd`); None: the env offers none."""
     baselines: tuple[Baseline, ...] = field(default=())
     """Every scripted baseline player for evaluation; a given `baseline` is always among them
     (first), and `baseline` is set to the first of them. Policy names must be distinct."""

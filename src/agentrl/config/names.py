@@ -103,6 +103,9 @@ class Objective(StrEnum):
     OPD = "opd"
     """On-policy distillation: per token `kl_coef * (teacher - student)` (+ reward) from
     `--teacher-model`'s logprobs, with the importance-sampling loss."""
+    OPSD = "opsd"
+    """On-policy self-distillation: the teacher is the live model shown the env's privileged
+    context (`EnvSpec.privileged`, e.g. the solution); otherwise as opd."""
 
 
 class StalePolicy(StrEnum):

@@ -57,8 +57,9 @@ class TrainConfig(CommonConfig):
     objective: Objective = Field(
         Objective.RL,
         description="what updates train on: rl (advantages, the recipe), rft (cross entropy "
-        "on the won trajectories) or opd (on-policy distillation of --teacher-model; "
-        "importance_sampling loss unless --loss is given)",
+        "on the won trajectories), opd (on-policy distillation of --teacher-model) or opsd "
+        "(self-distillation: the model shown the env's privileged context); opd and opsd use "
+        "the importance_sampling loss unless --loss is given",
     )
     teacher_model: str | None = Field(
         None,
@@ -66,10 +67,10 @@ class TrainConfig(CommonConfig):
         "folder or a trio:// path) of the same base model and tokenizer",
     )
     teacher_kl_coef: float = Field(
-        1.0, ge=0.0, description="--objective opd: weight of the per-token teacher - student gap"
+        1.0, ge=0.0, description="opd / opsd: weight of the per-token teacher - student gap"
     )
     teacher_reward_coef: float = Field(
-        0.0, ge=0.0, description="--objective opd: weight of the reward's advantage (0: pure)"
+        0.0, ge=0.0, description="opd / opsd: weight of the reward's advantage (0: pure)"
     )
     loss: LossName = Field(
         LossName.PPO,
@@ -209,7 +210,7 @@ class TrainConfig(CommonConfig):
     @classmethod
     def _distillation_loss(cls, data: Any) -> Any:
         """`--objective opd` trains with the importance-sampling loss unless `--loss` says."""
-        if isinstance(data, dict) and str(data.get("objective", "")) == "opd":
+        if isinstance(data, dict) and str(data.get("objective", "")) in ("opd", "opsd"):
             return {"loss": LossName.IMPORTANCE_SAMPLING, **data}
         return data
 

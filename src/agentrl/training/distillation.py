@@ -25,6 +25,8 @@ from agentrl.algo.distillation import (
     teacher_targets,
 )
 from agentrl.backends.base import Teacher
+from agentrl.core.types import Trajectory
+from agentrl.training.self_distillation import TrajectoryTeacher
 
 __all__ = ["Distillation", "DistilledBatch", "distill_batch"]
 
@@ -33,17 +35,20 @@ __all__ = ["Distillation", "DistilledBatch", "distill_batch"]
 class Distillation:
     """The teacher of an on-policy distillation run and how its signal mixes with the reward."""
 
-    teacher: Teacher
+    teacher: Teacher | TrajectoryTeacher
+    """Scores tokens (`compute_logprobs`), or a trajectory's datums (`score`: e.g. the
+    privileged-context teacher of self-distillation)."""
     kl_coef: float = 1.0
     """Weight of the per-token `teacher - student` logprob gap."""
     reward_coef: float = 0.0
     """Weight of the estimator's advantage (0: pure distillation)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.teacher, Teacher):
+        if not isinstance(self.teacher, Teacher | TrajectoryTeacher):
             raise TypeError(
-                f"Distillation.teacher must have `async compute_logprobs(tokens)`, got "
-                f"{type(self.teacher).__name__} (a LocalSampler or RemoteSampler is a teacher)"
+                f"Distillation.teacher must have `async compute_logprobs(tokens)` or `async "
+                f"score(trajectory, tokens)`, got {type(self.teacher).__name__} (a LocalSampler "
+                "or RemoteSampler is a teacher; so is a PrivilegedTeacher)"
             )
         if self.kl_coef < 0 or self.reward_coef < 0:
             raise ValueError("Distillation.kl_coef and reward_coef must be >= 0")
@@ -58,11 +63,22 @@ class DistilledBatch:
     teacher_logprob: float
 
 
-async def distill_batch(datums: Sequence[Datum], distillation: Distillation) -> DistilledBatch:
-    """Score every datum with the teacher (concurrently) and replace its advantages."""
-    answers = await asyncio.gather(
-        *(distillation.teacher.compute_logprobs(datum_tokens(d)) for d in datums)
-    )
+async def distill_batch(
+    datums: Sequence[Datum],
+    distillation: Distillation,
+    trajectories: Sequence[Trajectory] | None = None,
+) -> DistilledBatch:
+    """Score every datum with the teacher (concurrently) and replace its advantages;
+    `trajectories` (one per datum) are what a `TrajectoryTeacher` reads."""
+    scorer = distillation.teacher
+    if isinstance(scorer, TrajectoryTeacher):
+        if trajectories is None or len(trajectories) != len(datums):
+            raise ValueError("a TrajectoryTeacher needs the trajectory of every datum")
+        answers = await asyncio.gather(
+            *(scorer.score(t, datum_tokens(d)) for t, d in zip(trajectories, datums, strict=True))
+        )
+    else:
+        answers = await asyncio.gather(*(scorer.compute_logprobs(datum_tokens(d)) for d in datums))
     teachers = [teacher_targets(d, a) for d, a in zip(datums, answers, strict=True)]
     trained = distilled_datums(
         datums, teachers, kl_coef=distillation.kl_coef, reward_coef=distillation.reward_coef

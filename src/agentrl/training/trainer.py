@@ -45,7 +45,7 @@ from functools import partial
 from pathlib import Path
 
 from agentrl.algo.advantages import AdvantageEstimator, Advantages, ScoredGroup
-from agentrl.algo.datums import scored_datums
+from agentrl.algo.datums import scored_trajectory_datums
 from agentrl.algo.metrics import UpdateMetrics, update_metrics
 from agentrl.algo.rewards import Reward
 from agentrl.backends.base import (
@@ -253,14 +253,15 @@ class Trainer:
         if self.rejection is not None:
             return await self._train_kept(scored, seconds, advantages)
         every_token = config.loss_config().needs_every_token or self.distillation is not None
-        datums = scored_datums(scored, keep_zero_advantage=every_token)
+        pairs = scored_trajectory_datums(scored, keep_zero_advantage=every_token)
+        datums = [d for _, d in pairs]
         timings = {"advantages": seconds + time.perf_counter() - clock}
         if not datums:
             return _Trained(None, {}, timings, advantages)
         teacher: dict[str, float] = {}
         if self.distillation is not None:
             clock = time.perf_counter()
-            batch = await distill_batch(datums, self.distillation)
+            batch = await distill_batch(datums, self.distillation, [t for t, _ in pairs])
             datums = batch.datums
             teacher = {
                 "distill/reverse_kl": batch.reverse_kl,

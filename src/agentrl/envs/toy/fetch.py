@@ -33,6 +33,7 @@ __all__ = [
     "FetchEnvGroup",
     "FetchTask",
     "fetch_group_factory",
+    "fetch_solution",
     "fetch_task",
     "fetch_tasks",
     "random_valid_success",
@@ -74,6 +75,16 @@ def fetch_task(seed: int, objects: int = 3, receptacles: int = 3) -> FetchTask:
     return FetchTask(
         goal=rng.choice(items), target=rng.choice(places), objects=items, receptacles=places
     )
+
+
+def fetch_solution(task: TaskInfo) -> str:
+    """The commands that win a fetch game, as a sentence (self-distillation's privileged
+    context); read from the task's goal, which names both the object and the receptacle."""
+    goal = task.description.removeprefix("put the ").removesuffix(".")
+    thing, _, place = goal.partition(" in the ")
+    if not thing or not place:
+        raise ValueError(f"{task.task_id}: not a fetch goal: {task.description!r}")
+    return f"The solution: take {thing}, then put {thing} in {place}."
 
 
 def random_valid_success(objects: int = 3, receptacles: int = 3) -> float:

@@ -12,7 +12,7 @@ from agentrl.config.envspec import EnvSpec, TasksFn
 from agentrl.core.env import EnvGroupFactory
 from agentrl.core.types import TaskInfo
 from agentrl.envs.toy.env import ToyEnvGroup, toy_tasks
-from agentrl.envs.toy.fetch import fetch_group_factory, fetch_tasks
+from agentrl.envs.toy.fetch import fetch_group_factory, fetch_solution, fetch_tasks
 from agentrl.envs.toy.tools import toy_tool_protocol
 from agentrl.envs.toy.vault import vault_group_factory, vault_protocol, vault_tasks
 from agentrl.tools import CommandTool, ToolProtocol
@@ -138,6 +138,7 @@ FETCH_SPEC = EnvSpec(
     group_factory=_fetch_factory,
     tool_protocol=_fetch_protocol,
     config_fields=("max_episode_steps", "show_admissible"),
+    privileged=fetch_solution,
 )
 """The fetch task (`agentrl.envs.toy.fetch`) at the learning recipe's size, one command tool."""
 
