@@ -163,7 +163,7 @@ def _sft(tmp_path: Path, run: str, *flags: str) -> tuple[int, str]:
 
     data = tmp_path / "data.jsonl"
     if not data.exists():
-        write_data(data, 12)
+        write_data(data, 9)
     out = io.StringIO()
     argv = ["sft", "--data", str(data), "--base-model", "tiny", "--device", "cpu"]
     argv += ["--run-dir", str(tmp_path / run), "--batch-size", "4", "--learning-rate", "3e-3"]
@@ -188,13 +188,13 @@ def test_sft_lowers_the_eval_loss_and_resumes_identically(tmp_path: Path) -> Non
     assert status == 0, out
     before, after = map(float, re.search(r"eval loss .*: ([\d.]+) -> ([\d.]+)", out).groups())
     assert after < before - 0.05, out
-    assert [s["step"] for s in _steps(tmp_path / "whole")] == [1, 2, 3, 4, 5, 6]
+    assert [s["step"] for s in _steps(tmp_path / "whole")] == [1, 2, 3, 4]
     assert _sft(tmp_path, "parts", "--epochs", "1")[0] == 0
     status, out = _sft(tmp_path, "parts", "--epochs", "2", "--resume")
     assert status == 0, out
-    assert [s["step"] for s in _steps(tmp_path / "parts")] == [1, 2, 3, 4, 5, 6]
-    whole = load_file(tmp_path / "whole/checkpoints/step-0006/sampler/adapter_model.safetensors")
-    parts = load_file(tmp_path / "parts/checkpoints/step-0006/sampler/adapter_model.safetensors")
+    assert [s["step"] for s in _steps(tmp_path / "parts")] == [1, 2, 3, 4]
+    whole = load_file(tmp_path / "whole/checkpoints/step-0004/sampler/adapter_model.safetensors")
+    parts = load_file(tmp_path / "parts/checkpoints/step-0004/sampler/adapter_model.safetensors")
     assert whole.keys() == parts.keys()
     for name in whole:
         assert np.array_equal(whole[name], parts[name]), name
@@ -212,3 +212,49 @@ def test_sft_help() -> None:
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
         main(["sft", "--help"])
     assert "--data PATH" in out.getvalue() and "--eval-fraction" in out.getvalue()
+
+
+async def test_a_cancelled_run_saves_its_last_step_and_resumes(
+    qwen_tokenizer: Any, tmp_path: Path
+) -> None:
+    """Cancelled mid-run (what SIGINT / SIGTERM do), the run saves the step it completed, each
+    recorded step is saved, and the resumed run records every step once."""
+    import asyncio
+
+    from agentrl.backends.local import LocalBackend
+    from agentrl.config import TrainConfig
+    from agentrl.config.sft import SftOptions
+    from agentrl.training.checkpoints import latest_checkpoint
+    from agentrl.training.sft import SupervisedTrainer, read_conversations, sft_examples
+
+    data = write_data(tmp_path / "data.jsonl", 8)
+    renderer = ChatRenderer(qwen_tokenizer)
+    examples = sft_examples(read_conversations(data, renderer.dialect), renderer, max_tokens=4000)
+    options = SftOptions(data=data, batch_size=2, epochs=2, eval_fraction=0.0)
+    run_dir = tmp_path / "run"
+
+    def trainer(resume: bool) -> SupervisedTrainer:
+        config = TrainConfig(
+            base_model="tiny", backend="local", device="cpu", run_dir=run_dir, resume=resume
+        )
+        backend = LocalBackend.tiny(
+            qwen_tokenizer, seed=0, device="cpu", checkpoint_dir=run_dir / "checkpoints"
+        )
+        return SupervisedTrainer(
+            config=config, options=options, backend=backend, train=examples, progress=False
+        )
+
+    first = trainer(resume=False)
+    task = asyncio.ensure_future(first.run())
+    while not (run_dir / "metrics.jsonl").exists() or not _steps(run_dir):
+        await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stopped = len(_steps(run_dir))
+    assert 1 <= stopped < 8 and first.completed == stopped
+    saved = latest_checkpoint(run_dir)
+    assert saved is not None and saved.update == stopped
+    result = await trainer(resume=True).run()
+    assert result.last_step == 8
+    assert [s["step"] for s in _steps(run_dir)] == list(range(1, 9))

@@ -345,7 +345,13 @@ class SupervisedTrainer:
         try:
             with JsonlWriter(self.run_dir / METRICS_FILE, WriteMode.APPEND) as metrics:
                 for number in range(self.completed + 1, self.total_steps + 1):
-                    step = await self._step(number)
+                    work = asyncio.ensure_future(self._step(number))
+                    try:
+                        step = await asyncio.shield(work)
+                    except asyncio.CancelledError:  # a started step changes the weights:
+                        metrics.write((await work).record())  # count it, then stop
+                        self.completed = number
+                        raise
                     self.completed = number
                     metrics.write(step.record())
                     done.append(step)
