@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from pathlib import Path
 
 from agentrl.cli.args import Subparsers, add_config_arguments, config_from_args
+from agentrl.cli.train import interrupted
 from agentrl.config import TrainConfig
 from agentrl.config.sft import SFT_TRAIN_FIELDS, SftOptions
 from agentrl.training.interrupts import run_until_signal
@@ -48,14 +48,7 @@ async def _sft(config: TrainConfig, options: SftOptions) -> int:
     try:
         result = await trainer.run()
     except (asyncio.CancelledError, KeyboardInterrupt):
-        saved = trainer.last_saved
-        where = f"checkpoint {saved.name} is saved" if saved else "no step was completed"
-        print(
-            f"\ninterrupted after step {trainer.completed}; {where}. Continue with the same "
-            "command plus --resume.",
-            file=sys.stderr,
-        )
-        raise KeyboardInterrupt from None
+        raise interrupted("step", trainer.completed, trainer.last_saved) from None
     finally:
         await backend.close()
     losses = [s.eval_loss for s in result.steps if s.eval_loss is not None]

@@ -14,9 +14,10 @@ from agentrl.config import TrainConfig
 from agentrl.config.names import Objective
 from agentrl.core.env import close_env_factory
 from agentrl.core.types import TaskInfo
+from agentrl.training.checkpoints import CheckpointInfo
 from agentrl.training.interrupts import run_until_signal
 
-__all__ = ["add_parser", "add_rft_parser", "run", "run_rft"]
+__all__ = ["add_parser", "add_rft_parser", "interrupted", "run", "run_rft"]
 
 
 async def _train(config: TrainConfig) -> int:
@@ -117,19 +118,24 @@ async def _train_agent(config: TrainConfig, tasks: list[TaskInfo], tokenizer: An
         await backend.close()
 
 
+def interrupted(unit: str, completed: int, saved: CheckpointInfo | None) -> KeyboardInterrupt:
+    """Say what an interrupted run kept and how to continue it (on stderr); the exception
+    that ends the command (exit 130 / 143)."""
+    where = f"checkpoint {saved.name} is saved" if saved else f"no {unit} was completed"
+    print(
+        f"\ninterrupted after {unit} {completed}; {where}. Continue with the same command plus "
+        "--resume.",
+        file=sys.stderr,
+    )
+    return KeyboardInterrupt()
+
+
 async def _run(trainer: Any, config: TrainConfig) -> int:
     """Run `trainer`, print where its checkpoints are; an interrupt says how to resume."""
     try:
         result = await trainer.run()
     except (asyncio.CancelledError, KeyboardInterrupt):
-        saved = trainer.last_saved
-        where = f"checkpoint {saved.name} is saved" if saved else "no update was completed"
-        print(
-            f"\ninterrupted after update {trainer.completed}; {where}. Continue with the same "
-            "command plus --resume.",
-            file=sys.stderr,
-        )
-        raise KeyboardInterrupt from None
+        raise interrupted("update", trainer.completed, trainer.last_saved) from None
     finally:
         await trainer.close()
     print(
