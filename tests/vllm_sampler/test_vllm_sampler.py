@@ -104,6 +104,24 @@ async def test_prefix_cache_prefills_only_new_tokens(setup: dict[str, Any]) -> N
     assert new <= turn2.prefill_tokens <= new + 128, (turn2.prefill_tokens, len(extended))
 
 
+async def test_compute_logprobs_equals_the_torch_model(setup: dict[str, Any]) -> None:
+    """`Teacher`: vLLM's prompt logprobs of given tokens equal the torch model's (the base
+    model here: the LoRA test below changes the local weights)."""
+    from agentrl.backends.base import Teacher
+
+    sampler, local = setup["sampler"], setup["local"]
+    assert isinstance(sampler, Teacher)
+    tokens = _prompt(setup["tokenizer"], 30)
+    got = await sampler.compute_logprobs(tokens, lora_request=None)
+    assert got[0] is None and len(got) == len(tokens)
+    want = local.engine.sequence_logprobs(tokens).numpy()
+    diff = np.abs(np.asarray(got[1:], dtype=np.float64) - want)
+    assert diff.max() < LOGPROB_TOLERANCE, diff.max()
+    again = await sampler.compute_logprobs([*tokens, *tokens[:5]], lora_request=None)
+    assert again[: len(tokens)] == pytest.approx(got, abs=LOGPROB_TOLERANCE)  # no stale cache
+    assert await sampler.compute_logprobs(tokens[:1]) == [None]
+
+
 async def test_lora_from_the_trainer_changes_the_samples(setup: dict[str, Any]) -> None:
     backend, local = setup["backend"], setup["local"]
     prompt = _prompt(setup["tokenizer"], 10)
@@ -131,3 +149,7 @@ async def test_lora_from_the_trainer_changes_the_samples(setup: dict[str, Any]) 
     assert newer.lora_request.lora_int_id != sampler.lora_request.lora_int_id
     (pinned,) = await sampler.sample(prompt, 1, greedy)
     assert pinned.tokens == after.tokens
+    # the adapter sampler is a teacher of its own weights (these changed only the version)
+    scored = await sampler.compute_logprobs([*prompt, *after.tokens])
+    tail = np.asarray(scored[len(prompt) :], dtype=np.float64)
+    assert np.abs(tail - np.asarray(after.logprobs)).max() < LOGPROB_TOLERANCE

@@ -212,6 +212,55 @@ class VllmSampler:
             completions.append(_completion(out, prefill if index == 0 else 0))
         return completions
 
+    async def compute_logprobs(
+        self, tokens: Sequence[int], *, lora_request: Any = CURRENT
+    ) -> list[float | None]:
+        """`Teacher`: None, then the model's logprob of each token given the ones before it:
+        one prefill with vLLM's prompt logprobs (`prompt_logprobs=0`: the prompt token's own
+        entry at each position), one token generated and dropped."""
+        if lora_request is CURRENT:
+            lora_request = self.lora_request
+        if self._closed:
+            raise RuntimeError("VllmSampler is closed")
+        ids = [int(t) for t in tokens]
+        if not ids:
+            raise ValueError("compute_logprobs needs at least one token")
+        if len(ids) == 1:
+            return [None]
+        if len(ids) >= self.max_model_len:
+            raise ValueError(
+                f"{len(ids)} tokens to score leave no room in max_model_len "
+                f"{self.max_model_len}; raise VllmOptions.max_model_len"
+            )
+        from vllm import SamplingParams as VllmParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        request = VllmParams(
+            n=1,
+            max_tokens=1,
+            temperature=1.0,
+            prompt_logprobs=0,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            skip_special_tokens=False,
+            detokenize=False,
+        )
+        final: Any = None
+        async for output in self.engine.generate(
+            TokensPrompt(prompt_token_ids=ids),
+            request,
+            request_id=uuid.uuid4().hex,
+            lora_request=lora_request,
+        ):
+            final = output
+        entries = None if final is None else final.prompt_logprobs
+        if entries is None or len(entries) != len(ids):
+            raise RuntimeError("vLLM returned no prompt logprobs for some tokens")
+        out: list[float | None] = [None]
+        for token, entry in zip(ids[1:], list(entries)[1:], strict=True):
+            out.append(None if entry is None or token not in entry else float(entry[token].logprob))
+        return out
+
     async def close(self) -> None:
         """Shut the engine down (idempotent)."""
         if not self._closed:
@@ -251,6 +300,10 @@ class AdapterSampler:
         return await self.vllm.sample(
             prompt_tokens, num_samples, params, lora_request=self.lora_request
         )
+
+    async def compute_logprobs(self, tokens: Sequence[int]) -> list[float | None]:
+        """`Teacher`: this adapter's logprob of each token (see `VllmSampler.compute_logprobs`)."""
+        return await self.vllm.compute_logprobs(tokens, lora_request=self.lora_request)
 
 
 class VllmBackend:
