@@ -6,14 +6,17 @@
 2. Per seed, two students from the same random-policy warm start and the same games: `rl`
    (GroupMean advantages, PPO, the recipe's reward) and `opd` (the Trainer's distillation
    mode: per-token advantage = teacher logprob - student logprob, importance-sampling loss,
-   `agentrl.training.distillation`). Both sample the same groups per update (8 games x 8), so
-   an update costs each the same rollouts; OPD adds one teacher forward pass per trajectory.
+   `agentrl.training.distillation`), and `rft` (rejection sampling: cross entropy on each
+   update's won trajectories, `agentrl.training.rejection`; no teacher). All sample the same
+   groups per update (8 games x 8), so an update costs each the same rollouts; OPD adds one
+   teacher forward pass per trajectory.
 3. Held-out success every `--eval-every` updates; updates to reach 90%.
 
 Writes `--out/runs/*.json` (each run's curve), `--out/summary.md` and `--out/curves.png`;
 the last line is
 
     rl_updates_to_90=X opd_updates_to_90=Y speedup=X/Y seeds=N rl_reached=K opd_reached=L
+    rft_updates_to_90=Z rft_reached=M
 
 (means over seeds; a run that never reached 90% counts as `--updates + --eval-every`, a lower
 bound, and is left out of `*_reached`).
@@ -37,7 +40,7 @@ from pathlib import Path
 
 from agentrl.recipes import learning
 
-VARIANTS = ("rl", "opd")
+VARIANTS = ("rl", "opd", "rft")
 TARGET = 0.9
 TEACHER_SEED = 100
 TEACHER_LR = 1e-4
@@ -87,6 +90,7 @@ def worker(args: argparse.Namespace) -> None:
     from agentrl.backends.base import LossName
     from agentrl.chat.tokenizers import check_same_tokenizer
     from agentrl.training.distillation import Distillation
+    from agentrl.training.rejection import RejectionSampling
 
     torch.set_num_threads(args.threads)
     setup = student_setup(args, args.seed)
@@ -98,6 +102,7 @@ def worker(args: argparse.Namespace) -> None:
         teacher = asyncio.run(learning.load_teacher(teacher_cfg, tokenizer, args.out / "teacher"))
         distillation = Distillation(teacher, kl_coef=1.0, reward_coef=0.0)
         setup = replace(setup, loss=LossName.IMPORTANCE_SAMPLING)
+    rejection = RejectionSampling() if args.variant == "rft" else None
     name = f"{args.variant}-seed{args.seed}"
 
     def point(p: object) -> None:
@@ -105,7 +110,12 @@ def worker(args: argparse.Namespace) -> None:
 
     async def run() -> learning.LearningResult:
         return await learning.run_learning(
-            setup, tokenizer, args.out / "work" / name, on_point=point, distillation=distillation
+            setup,
+            tokenizer,
+            args.out / "work" / name,
+            on_point=point,
+            distillation=distillation,
+            rejection=rejection,
         )
 
     result = asyncio.run(run())
@@ -169,7 +179,8 @@ def summarise(
     last = (
         f"rl_updates_to_90={means['rl']:.1f} opd_updates_to_90={means['opd']:.1f} "
         f"speedup={speedup:.2f} seeds={args.seeds} rl_reached={reached['rl']} "
-        f"opd_reached={reached['opd']}"
+        f"opd_reached={reached['opd']} rft_updates_to_90={means['rft']:.1f} "
+        f"rft_reached={reached['rft']}"
     )
     return "\n".join(lines) + "\n", last
 
@@ -182,7 +193,7 @@ def plot(runs: dict[str, list[dict[str, object]]], path: Path) -> None:
     figure = Figure(figsize=(7, 4))
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    for variant, colour in zip(VARIANTS, ("tab:blue", "tab:orange"), strict=True):
+    for variant, colour in zip(VARIANTS, ("tab:blue", "tab:orange", "tab:green"), strict=True):
         for k, run in enumerate(runs[variant]):
             curve = run["curve"]
             assert isinstance(curve, list)

@@ -29,11 +29,11 @@ def test_distillation_benchmark_smoke(tmp_path: Path) -> None:
     last = done.stdout.strip().splitlines()[-1]
     pattern = (
         r"rl_updates_to_90=[\d.]+ opd_updates_to_90=[\d.]+ speedup=[\d.]+ seeds=1 "
-        r"rl_reached=[01] opd_reached=[01]"
+        r"rl_reached=[01] opd_reached=[01] rft_updates_to_90=[\d.]+ rft_reached=[01]"
     )
     assert re.fullmatch(pattern, last), last
     assert list((out / "teacher" / "checkpoints").glob("update-0002.json"))
-    for variant in ("rl", "opd"):
+    for variant in ("rl", "opd", "rft"):
         run = json.loads((out / "runs" / f"{variant}-seed0.json").read_text())
         assert [p["update"] for p in run["curve"]] == [0, 1, 2]
     opd = json.loads((out / "runs" / "opd-seed0.json").read_text())

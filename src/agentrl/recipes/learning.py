@@ -72,6 +72,7 @@ from agentrl.recipes.tokenizer import env_tokenizer, fetch_tokenizer
 
 if TYPE_CHECKING:
     from agentrl.training.distillation import Distillation
+    from agentrl.training.rejection import RejectionSampling
 
 __all__ = [
     "BENCHMARK",
@@ -263,6 +264,7 @@ async def learn(
     on_update: Callable[[UpdateMetrics], None] | None = None,
     wrap_env: EnvWrapper | None = None,
     distillation: Distillation | None = None,
+    rejection: RejectionSampling | None = None,
     save: bool = False,
 ) -> LearningResult:
     """The learning recipe on `env`: the random valid policy's held-out success; a warm start
@@ -273,8 +275,8 @@ async def learn(
     `tokenizer` defaults to `env_tokenizer(env)` (the project BPE trained on the env's rendered
     random play); `wrap_env` wraps the env factory of every rollout (e.g. delays in a test);
     with `distillation` the updates distil its teacher (on-policy distillation) instead of RL
-    on the reward alone; `save` checkpoints the last update's weights in `run_dir`
-    (`load_teacher` reads them)."""
+    on the reward alone, with `rejection` they train on the kept trajectories (RFT); `save`
+    checkpoints the last update's weights in `run_dir` (`load_teacher` reads them)."""
     from agentrl.config import TrainConfig
     from agentrl.reporting.sinks import MultiSink
     from agentrl.testing import KeyedPolicySampler
@@ -336,6 +338,7 @@ async def learn(
         sinks=MultiSink(()),  # results go to LearningResult; metrics to on_update
         progress=False,
         distillation=distillation,
+        rejection=rejection,
     )
 
     async def evaluate(update: int) -> EvalPoint:
@@ -385,12 +388,13 @@ async def run_learning(
     on_update: Callable[[UpdateMetrics], None] | None = None,
     wrap_env: EnvWrapper | None = None,
     distillation: Distillation | None = None,
+    rejection: RejectionSampling | None = None,
     save: bool = False,
 ) -> LearningResult:
     """The fetch recipe: `learn` on `fetch_learning_env(setup)` with `tokenizer`
     (`fetch_tokenizer(setup)`). `wrap_env` wraps the env factory of every rollout;
-    `distillation`: on-policy distillation of its teacher; `save`: checkpoint the end (see
-    `learn`)."""
+    `distillation`: on-policy distillation of its teacher; `rejection`: rejection-sampling
+    fine-tuning; `save`: checkpoint the end (see `learn`)."""
     return await learn(
         fetch_learning_env(setup),
         setup,
@@ -400,6 +404,7 @@ async def run_learning(
         on_update=on_update,
         wrap_env=wrap_env,
         distillation=distillation,
+        rejection=rejection,
         save=save,
     )
 
