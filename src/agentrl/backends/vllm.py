@@ -191,18 +191,9 @@ class VllmSampler:
             raise RuntimeError("VllmSampler is closed")
         if num_samples < 1:
             raise ValueError(f"num_samples must be >= 1, got {num_samples}")
-        from vllm.inputs import TokensPrompt
-
         prompt = [int(t) for t in prompt_tokens]
         request = self._params(len(prompt), num_samples, params)
-        final: Any = None
-        async for output in self.engine.generate(
-            TokensPrompt(prompt_token_ids=prompt),
-            request,
-            request_id=uuid.uuid4().hex,
-            lora_request=lora_request,
-        ):
-            final = output
+        final = await self._final(prompt, request, lora_request)
         if final is None or not final.finished:
             raise RuntimeError("vLLM returned no finished output")
         cached = int(final.num_cached_tokens or 0)
@@ -211,6 +202,20 @@ class VllmSampler:
         for index, out in enumerate(sorted(final.outputs, key=lambda o: o.index)):
             completions.append(_completion(out, prefill if index == 0 else 0))
         return completions
+
+    async def _final(self, prompt: list[int], request: Any, lora_request: Any) -> Any:
+        """The last output of one engine request (None: the engine gave none)."""
+        from vllm.inputs import TokensPrompt
+
+        final: Any = None
+        async for output in self.engine.generate(
+            TokensPrompt(prompt_token_ids=prompt),
+            request,
+            request_id=uuid.uuid4().hex,
+            lora_request=lora_request,
+        ):
+            final = output
+        return final
 
     async def compute_logprobs(
         self, tokens: Sequence[int], *, lora_request: Any = CURRENT
@@ -233,7 +238,6 @@ class VllmSampler:
                 f"{self.max_model_len}; raise VllmOptions.max_model_len"
             )
         from vllm import SamplingParams as VllmParams
-        from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
         request = VllmParams(
@@ -245,14 +249,7 @@ class VllmSampler:
             skip_special_tokens=False,
             detokenize=False,
         )
-        final: Any = None
-        async for output in self.engine.generate(
-            TokensPrompt(prompt_token_ids=ids),
-            request,
-            request_id=uuid.uuid4().hex,
-            lora_request=lora_request,
-        ):
-            final = output
+        final = await self._final(ids, request, lora_request)
         entries = None if final is None else final.prompt_logprobs
         if entries is None or len(entries) != len(ids):
             raise RuntimeError("vLLM returned no prompt logprobs for some tokens")
