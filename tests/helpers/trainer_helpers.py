@@ -113,9 +113,15 @@ def toy_trainer(config: TrainConfig, tokenizer: Any, inner: Any = None, **kwargs
     if inner is None:
         inner = tiny_backend(config, tokenizer)
     inner.checkpoint_dir = config.run_dir / "checkpoints"
+    backend = PolicyDrivenBackend(inner, tokenizer, config.seed)
+    return toy_env_trainer(config, tokenizer, backend, **kwargs)
+
+
+def toy_env_trainer(config: TrainConfig, tokenizer: Any, backend: Any, **kwargs: Any) -> Trainer:
+    """A trainer on the toy env's training games with `backend` as it is (no progress bar)."""
     return Trainer(
         config=config,
-        backend=PolicyDrivenBackend(inner, tokenizer, config.seed),
+        backend=backend,
         env_factory=recipe.env_factory_for(config),
         tasks=recipe.tasks_for(config, ["train"]),
         renderer=recipe.renderer_for(tokenizer, PROTOCOL),

@@ -17,10 +17,9 @@ import torch
 
 from agentrl.algo.datums import Datum
 from agentrl.algo.distillation import datum_tokens, teacher_targets
-from agentrl.training import recipe
 from agentrl.training.distillation import Distillation
 from agentrl.training.trainer import Trainer
-from tests.helpers.trainer_helpers import PROTOCOL, tiny_backend, toy_config
+from tests.helpers.trainer_helpers import tiny_backend, toy_config, toy_env_trainer
 
 
 class Recording:
@@ -42,16 +41,9 @@ def _distilling_trainer(
     config: Any, tokenizer: Any, distillation: Distillation, backend: Any = None
 ) -> Trainer:
     """A toy-env trainer distilling with `distillation` (backend: a new tiny one)."""
-    return Trainer(
-        config=config,
-        backend=tiny_backend(config, tokenizer) if backend is None else backend,
-        env_factory=recipe.env_factory_for(config),
-        tasks=recipe.tasks_for(config, ["train"]),
-        renderer=recipe.renderer_for(tokenizer, PROTOCOL),
-        protocol=PROTOCOL,
-        progress=False,
-        distillation=distillation,
-    )
+    if backend is None:
+        backend = tiny_backend(config, tokenizer)
+    return toy_env_trainer(config, tokenizer, backend, distillation=distillation)
 
 
 async def test_an_update_trains_teacher_minus_student_on_every_trajectory(

@@ -16,10 +16,9 @@ pytest.importorskip("peft")
 from agentrl.algo.datums import trajectory_to_datums
 from agentrl.backends.base import LossName
 from agentrl.core.types import Trajectory
-from agentrl.training import recipe
 from agentrl.training.rejection import RejectionSampling
 from agentrl.training.trainer import Trainer
-from tests.helpers.trainer_helpers import PROTOCOL, tiny_backend, toy_config
+from tests.helpers.trainer_helpers import tiny_backend, toy_config, toy_env_trainer
 
 
 class Recording:
@@ -42,16 +41,7 @@ async def _update(tmp_path: Path, tokenizer: Any, keep: Any) -> tuple[Recording,
         tmp_path, max_steps=1, group_size=4, max_episode_steps=2, max_assistant_tokens=16
     )
     backend = Recording(tiny_backend(config, tokenizer))
-    trainer = Trainer(
-        config=config,
-        backend=backend,
-        env_factory=recipe.env_factory_for(config),
-        tasks=recipe.tasks_for(config, ["train"]),
-        renderer=recipe.renderer_for(tokenizer, PROTOCOL),
-        protocol=PROTOCOL,
-        progress=False,
-        rejection=RejectionSampling(keep=keep),
-    )
+    trainer = toy_env_trainer(config, tokenizer, backend, rejection=RejectionSampling(keep=keep))
     try:
         return backend, await trainer.update(1)
     finally:
@@ -89,3 +79,21 @@ async def test_an_update_that_keeps_nothing_takes_no_step(
     backend, metrics = await _update(tmp_path, qwen_tokenizer, lambda t: False)
     assert backend.calls == [] and metrics.loss is None
     assert metrics.backend["rft/kept"] == 0
+
+
+def test_the_config_objective_chooses_the_trainers_mode(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    """`objective` rft keeps the won trajectories without a `rejection` argument; opd without
+    a `Distillation` is refused, naming what it needs."""
+    from agentrl.training.rejection import won
+
+    def trainer(**overrides: Any) -> Trainer:
+        config = toy_config(tmp_path, **overrides)
+        return toy_env_trainer(config, qwen_tokenizer, tiny_backend(config, qwen_tokenizer))
+
+    assert trainer().rejection is None
+    rft = trainer(objective="rft").rejection
+    assert rft is not None and rft.keep is won
+    with pytest.raises(ValueError, match=r"objective opd needs Trainer\(distillation="):
+        trainer(objective="opd", teacher_model=str(tmp_path / "teacher.json"))

@@ -42,11 +42,6 @@ class RenderedConversation:
     segments: tuple[tuple[ConversationPiece, ...], ...]
 
     @property
-    def trained_tokens(self) -> int:
-        """Assistant tokens over all segments."""
-        return sum(len(p.tokens) for s in self.segments for p in s if p.trained)
-
-    @property
     def longest_segment(self) -> int:
         """Tokens of the longest segment (what one datum must hold)."""
         return max((sum(len(p.tokens) for p in s) for s in self.segments), default=0)

@@ -75,17 +75,15 @@ async def _objective(
     config: TrainConfig, tokenizer: Any, backend: Any, renderer: Any
 ) -> dict[str, Any]:
     """The Trainer's arguments for `--objective`: a `Distillation` of `--teacher-model` (opd)
-    or of the live model shown the env's privileged context (opsd), a `RejectionSampling` of
-    the won trajectories (rft), nothing (rl)."""
+    or of the live model shown the env's privileged context (opsd); nothing for rl and rft (the
+    Trainer keeps the won trajectories when `config.objective` is rft)."""
     from agentrl.training.build import teacher_for
     from agentrl.training.distillation import Distillation
-    from agentrl.training.rejection import RejectionSampling
     from agentrl.training.self_distillation import PrivilegedTeacher
 
     if config.objective is Objective.RFT:
         print("objective rft: cross entropy on the won trajectories of each update")
-        return {"rejection": RejectionSampling()}
-    if config.objective is Objective.RL:
+    if config.objective in (Objective.RL, Objective.RFT):
         return {}
     coefs = f"kl coef {config.teacher_kl_coef}, reward coef {config.teacher_reward_coef}"
     if config.objective is Objective.OPD:

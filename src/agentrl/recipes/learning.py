@@ -69,6 +69,7 @@ from agentrl.recipes.learning_env import (
     random_valid_policy,
 )
 from agentrl.recipes.tokenizer import env_tokenizer, fetch_tokenizer
+from agentrl.training.rejection import won
 
 if TYPE_CHECKING:
     from agentrl.training.distillation import Distillation
@@ -210,7 +211,7 @@ def _backend(setup: LearningSetup, tokenizer: Any, run_dir: Path) -> Any:
 def won_datums(groups: Sequence[TrajectoryGroup]) -> list[Any]:
     """The supervised datums (every assistant token, weight 1) of the won trajectories of
     `groups`, in order: the rejection-sampling filter of a winners-only warm start."""
-    return kept_datums(groups, lambda t: t.won)
+    return kept_datums(groups, won)
 
 
 WINNER_ROUNDS = 32

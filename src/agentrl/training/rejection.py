@@ -50,5 +50,6 @@ def rejection_batch(
 ) -> RejectedBatch:
     """The supervised datums of the trajectories of `groups` that `rejection.keep` accepts."""
     played = [t for g in groups for t in g.trajectories if t.turns]
-    kept = sum(1 for t in played if rejection.keep(t))
-    return RejectedBatch(kept_datums(groups, rejection.keep), kept, len(played))
+    chosen = {id(t) for t in played if rejection.keep(t)}  # the filter is asked once each
+    datums = kept_datums(groups, lambda t: id(t) in chosen)
+    return RejectedBatch(datums, len(chosen), len(played))

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from agentrl.algo.datums import Datum, supervised_datums
+from agentrl.algo.distillation import datum_tokens, teacher_targets
 from agentrl.backends.base import LossConfig, LossName, Teacher, TrainingBackend
 from agentrl.chat import ChatRenderer, ChatTemplateError
 from agentrl.chat.conversation import render_conversation
@@ -174,15 +175,11 @@ def step_batches(
 async def eval_loss(scorer: Teacher, datums: Sequence[Datum]) -> float:
     """Mean negative logprob per assistant token of `datums` under `scorer` (the current
     weights' sampler), scored concurrently."""
-    answers = await asyncio.gather(
-        *(scorer.compute_logprobs([int(d.model_input[0]), *map(int, d.target_tokens)])
-          for d in datums)
-    )  # fmt: skip
+    answers = await asyncio.gather(*(scorer.compute_logprobs(datum_tokens(d)) for d in datums))
     total, tokens = 0.0, 0.0
     for datum, scored in zip(datums, answers, strict=True):
         on = datum.mask > 0
-        values = np.asarray([0.0 if v is None else v for v in scored[1:]], dtype=np.float64)
-        total -= float(values[on].sum())
+        total -= float(teacher_targets(datum, scored)[on].astype(np.float64).sum())
         tokens += float(on.sum())
     return total / tokens if tokens else math.nan
 
@@ -256,6 +253,7 @@ class SupervisedTrainer:
         self.progress = progress
         self.run_dir = Path(config.run_dir)
         self.steps = step_batches(len(self.train), options.batch_size, options.epochs, config.seed)
+        self.adam = replace(config.adam_params(), learning_rate=options.learning_rate)
         self.completed = 0
         self.last_saved: CheckpointInfo | None = None
 
@@ -285,8 +283,7 @@ class SupervisedTrainer:
         epoch, indices = self.steps[number - 1]
         datums = [d for i in indices for d in self.train[i].datums]
         result = await self.backend.forward_backward(datums, LossName.CROSS_ENTROPY, LossConfig())
-        adam = replace(self.config.adam_params(), learning_rate=self.options.learning_rate)
-        await self.backend.optim_step(adam)
+        await self.backend.optim_step(self.adam)
         last_of_epoch = number == len(self.steps) or self.steps[number][0] != epoch
         every = self.options.eval_every
         measure = last_of_epoch or (every > 0 and number % every == 0)

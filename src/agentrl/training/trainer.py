@@ -56,7 +56,7 @@ from agentrl.backends.base import (
     TrainingBackend,
 )
 from agentrl.chat import ChatRenderer
-from agentrl.config import TrainConfig
+from agentrl.config import Objective, TrainConfig
 from agentrl.core.env import EnvGroupFactory
 from agentrl.core.progress import progress_bar
 from agentrl.core.types import TaskInfo, TrajectoryGroup
@@ -210,10 +210,19 @@ class Trainer:
             estimator=self.estimator,
         )
         self._uncommitted: CheckpointInfo | None = None
+        if rejection is None and config.objective is Objective.RFT:
+            rejection = RejectionSampling()  # the won trajectories
+        if distillation is None and config.objective in (Objective.OPD, Objective.OPSD):
+            raise ValueError(
+                f"config.objective {config.objective.value} needs Trainer(distillation="
+                "Distillation(teacher)); `agentrl train` builds it from --teacher-model (opd) "
+                "or the env's privileged context (opsd)"
+            )
         self.distillation = distillation
         """On-policy distillation's teacher and weights (None: RL)."""
         self.rejection = rejection
-        """Rejection-sampling fine-tuning's filter (None: RL)."""
+        """Rejection-sampling fine-tuning's filter (None: RL; `config.objective` rft: the won
+        trajectories)."""
         if distillation is not None and rejection is not None:
             raise ValueError("a Trainer distils (distillation) or filters (rejection), not both")
         if config.stream_groups:
