@@ -29,14 +29,8 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 
 from agentrl.envs.alfworld.engine import AlfworldEngine, engine_target
-from agentrl.envs.alfworld.workers import (
-    BranchReport,
-    WorkerFailure,
-    _Child,
-    _describe,
-    _die_with_parent,
-    _play_calls,
-)
+from agentrl.envs.alfworld.workers import BranchReport, _play_calls
+from agentrl.executors.child import ChildProcess, WorkerFailure, describe_error, die_with_parent
 
 __all__ = ["EnvWorkerPool", "WorkerLease", "default_pool_size", "serve_pool"]
 
@@ -82,7 +76,7 @@ def _evict(idle: OrderedDict[GameKey, list[AlfworldEngine]], games: int, memory:
 
 def serve_pool(fd: int, max_games: str, max_memory_mb: str) -> None:
     """Pool worker body: open / run / release requests for any number of slots on `fd`."""
-    _die_with_parent()
+    die_with_parent()
     conn = Connection(fd)
     from agentrl.envs.alfworld.engine import open_engines
 
@@ -110,7 +104,7 @@ def serve_pool(fd: int, max_games: str, max_memory_mb: str) -> None:
                     conn.send(("loaded", len(engines) - 1))
             except Exception as exc:
                 _close_all(engines)
-                conn.send(("load_error", len(engines), _describe(exc)))
+                conn.send(("load_error", len(engines), describe_error(exc)))
                 continue
             slots[slot] = (key, engines)
             conn.send(("ready",))
@@ -138,7 +132,7 @@ def serve_pool(fd: int, max_games: str, max_memory_mb: str) -> None:
     conn.close()
 
 
-class _PoolWorker(_Child):
+class _PoolWorker(ChildProcess):
     """Client of one pool worker process."""
 
     def __init__(self, max_games: int, max_memory_mb: float) -> None:

@@ -1,0 +1,1 @@
+"""Where environment groups run: in process, in local worker processes, or on a Ray cluster."""
