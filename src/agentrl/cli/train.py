@@ -24,9 +24,13 @@ async def _train(config: TrainConfig) -> int:
     from agentrl.config.presets import preset_line
     from agentrl.store.lock import check_not_in_use
     from agentrl.training import recipe
+    from agentrl.training.build import distributed_for, rank_config
     from agentrl.training.checkpoints import check_run_dir
     from agentrl.training.trainer import Trainer
 
+    rank = distributed_for(config)  # torchrun: this rank (None: one process)
+    main_rank = rank is None or rank.is_main
+    config = rank_config(config)  # ranks > 0 keep their run files apart
     print(preset_line(config))
     check_not_in_use(config.run_dir, what="run folder", folder=True)
     check_run_dir(config)
@@ -50,6 +54,7 @@ async def _train(config: TrainConfig) -> int:
             tasks=tasks,
             renderer=renderer,
             protocol=protocol,
+            progress=main_rank,
             **await _objective(config, tokenizer, backend, renderer),
         )
         return await _run(trainer, config)

@@ -10,6 +10,7 @@ its tools and its games: `agentrl.training.recipe`.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,15 +41,17 @@ from agentrl.tools import ToolProtocol
 from agentrl.training.checkpoints import METRICS_FILE, resolve_model_path
 
 if TYPE_CHECKING:
-    from agentrl.backends.local import LocalBackend
+    from agentrl.backends.local import DistributedContext, LocalBackend
 
 __all__ = [
     "TINY_MODEL",
     "TINY_MODEL_SEED",
     "check_credentials",
     "context_policy",
+    "distributed_for",
     "eval_sampler_for",
     "local_backend_for",
+    "rank_config",
     "renderer_for",
     "renderer_for_tools",
     "rollout_config_for",
@@ -196,6 +199,37 @@ def check_credentials(config: CommonConfig) -> None:
             )
 
 
+def distributed_for(config: CommonConfig) -> DistributedContext | None:
+    """This rank of a torchrun job (WORLD_SIZE > 1) training with `--backend local`; None
+    for one process. Refused for the other backends (they train on a service)."""
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+        return None
+    if config.backend is not BackendName.LOCAL:
+        raise ValueError(
+            f"torchrun (WORLD_SIZE={os.environ['WORLD_SIZE']}) trains with --backend local only "
+            f"(got --backend {config.backend.value}); run one process for a remote backend"
+        )
+    from agentrl.backends.local import DistributedContext
+
+    return DistributedContext.from_env(config.device)
+
+
+def rank_config(config: TrainConfig) -> TrainConfig:
+    """The config of this rank: as given on rank 0 (and for one process); rank r > 0 writes its
+    run files (records, metrics, checkpoint records pointing at rank 0's checkpoints) under
+    `<run_dir>/ranks/<r>` and logs to no tracking service: rank 0's run folder is the run's."""
+    context = distributed_for(config)
+    if context is None or context.is_main:
+        return config
+    return config.model_copy(
+        update={
+            "run_dir": Path(config.run_dir) / "ranks" / str(context.rank),
+            "swanlab_mode": SwanLabMode.DISABLED,
+            "wandb_mode": WandbMode.DISABLED,
+        }
+    )
+
+
 def local_backend_for(
     config: CommonConfig,
     tokenizer: Any,
@@ -204,11 +238,13 @@ def local_backend_for(
     lora_alpha: float | None = None,
     *,
     save_base_to: Path | None = None,
+    distributed: DistributedContext | None = None,
 ) -> LocalBackend:
     """The local torch backend: the `tiny` random model, or a model from a path or HF cache.
 
     `save_base_to`: also write the `tiny` model's base weights and tokenizer there (what vLLM
-    loads); with `--sampler vllm` the tiny model has head_dim 32 (vLLM's CPU minimum)."""
+    loads); with `--sampler vllm` the tiny model has head_dim 32 (vLLM's CPU minimum);
+    `distributed`: this process is one rank of a data-parallel torchrun job."""
     from agentrl.backends.local import LocalBackend, LoraSpec
 
     lora = LoraSpec(rank=lora_rank) if lora_alpha is None else LoraSpec(lora_rank, lora_alpha)
@@ -229,6 +265,7 @@ def local_backend_for(
             checkpoint_dir=checkpoint_dir,
             tokenizer=tokenizer,
             seed=config.seed,
+            distributed=distributed,
         )
     return LocalBackend.from_pretrained(
         config.base_model,
@@ -237,6 +274,7 @@ def local_backend_for(
         lora=lora,
         checkpoint_dir=checkpoint_dir,
         seed=config.seed,
+        distributed=distributed,
     )
 
 
@@ -273,6 +311,9 @@ def _local_training_backend(config: TrainConfig, tokenizer: Any) -> TrainingBack
     """The local backend, with the vLLM sampler and trainer behaviour logprobs if asked."""
     backend: TrainingBackend
     checkpoints = config.run_dir / "checkpoints"
+    distributed = distributed_for(config)
+    if distributed is not None and config.sampler is SamplerName.VLLM:
+        raise ValueError("torchrun: --sampler vllm is not supported with several ranks")
     if config.sampler is SamplerName.VLLM:
         from agentrl.backends.vllm import VllmBackend
 
@@ -284,7 +325,9 @@ def _local_training_backend(config: TrainConfig, tokenizer: Any) -> TrainingBack
         vllm = _start_vllm(config, model, dtype=str(local.engine.dtype).removeprefix("torch."))
         backend = VllmBackend(local, vllm, adapter_dir=config.run_dir / "vllm" / "adapters")
     else:
-        local = local_backend_for(config, tokenizer, checkpoints, config.lora_rank)
+        local = local_backend_for(
+            config, tokenizer, checkpoints, config.lora_rank, distributed=distributed
+        )
         backend = local
     if config.behaviour_logprobs is BehaviourLogprobs.TRAINER:
         from agentrl.backends.local.behaviour import TrainerBehaviour

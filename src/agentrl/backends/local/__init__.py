@@ -9,12 +9,14 @@ for _module in ("torch", "transformers", "peft"):
     require(_module, "local", "the local training backend")
 
 from agentrl.backends.local.backend import LocalBackend  # noqa: E402
+from agentrl.backends.local.distributed import DistributedContext  # noqa: E402
 from agentrl.backends.local.generation import GenResult  # noqa: E402
 from agentrl.backends.local.kvcache import PrefixKVCache  # noqa: E402
 from agentrl.backends.local.model import LoraSpec, qwen3_config, select_device  # noqa: E402
 from agentrl.backends.local.sampler import LocalSampler, SamplerStats  # noqa: E402
 
 __all__ = [
+    "DistributedContext",
     "GenResult",
     "LocalBackend",
     "LocalSampler",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from agentrl._optional import require
 from agentrl.algo.datums import Datum
@@ -23,6 +24,12 @@ from agentrl.backends.base import (
     ForwardBackwardResult,
     LossConfig,
     LossName,
+)
+from agentrl.backends.local.distributed import (
+    DistributedContext,
+    device_for,
+    module_tensors,
+    trainable_parameters,
 )
 from agentrl.backends.local.engine import ModelEngine
 from agentrl.backends.local.files import (
@@ -56,7 +63,8 @@ FULL_WEIGHTS_FILE = "model.safetensors"
 
 
 class LocalBackend:
-    """LoRA (or, with `full_finetune=True`, full) training and sampling on one local device."""
+    """LoRA (or, with `full_finetune=True`, full) training and sampling on one local device;
+    with a `DistributedContext`, one rank of a data-parallel torchrun job."""
 
     def __init__(
         self,
@@ -72,10 +80,18 @@ class LocalBackend:
         kv_cache_gib: float | None = None,
         max_batch_rows: int = 64,
         full_finetune: bool = False,
+        distributed: DistributedContext | None = None,
     ) -> None:
         """Wrap `model` (a transformers causal LM) with fresh LoRA adapters, or train all of
-        its weights with `full_finetune=True` (e.g. a small model trained from scratch)."""
-        self.device = select_device(device)
+        its weights with `full_finetune=True` (e.g. a small model trained from scratch).
+
+        `distributed` (`DistributedContext.from_env()` under torchrun): this process is one
+        rank of a data-parallel job; the process group is started if needed, the weights are
+        made rank 0's, and every rank must then make the same calls with the same datums
+        (see `agentrl.backends.local.distributed`)."""
+        self.distributed = distributed
+        self.device = device_for(distributed, select_device(device))
+        self._owns_group = distributed.start() if distributed is not None else False
         self.lora = lora or LoraSpec()
         self.tokenizer = tokenizer
         self.checkpoint_dir = Path(checkpoint_dir)
@@ -87,6 +103,8 @@ class LocalBackend:
             peft_model = model.requires_grad_(True)
         else:
             peft_model = apply_lora(model, self.lora, seed=seed)
+        if distributed is not None:  # every rank starts from rank 0's weights (as DDP does)
+            distributed.broadcast_tensors(module_tensors(peft_model))
         eos = _eos_ids(tokenizer, model)
         self.engine = ModelEngine(peft_model.eval(), device=self.device, default_stop_tokens=eos)
         self._sampler = LocalSampler(
@@ -101,7 +119,7 @@ class LocalBackend:
         cls, path: str | Path, *, device: str | torch.device | None = "auto", **kwargs: Any
     ) -> LocalBackend:
         """Load a model (and its tokenizer, when present) from a local path or the HF cache."""
-        resolved = select_device(device)
+        resolved = device_for(kwargs.get("distributed"), select_device(device))
         model = load_causal_lm(path, device=resolved)
         tokenizer = kwargs.pop("tokenizer", None)
         if tokenizer is None:
@@ -133,7 +151,7 @@ class LocalBackend:
         if tokenizer is None:
             tokenizer_module = require("agentrl.chat.tokenizers", "local", "the test tokenizer")
             tokenizer = tokenizer_module.build_qwen_tokenizer()
-        resolved = select_device(device)
+        resolved = device_for(kwargs.get("distributed"), select_device(device))
         config = qwen3_config(size, vocab_size=len(tokenizer), **dict(model_overrides or {}))  # type: ignore[arg-type]
         model = random_causal_lm(config, seed=seed, device=resolved)
         return cls(model, device=resolved, tokenizer=tokenizer, seed=seed, lora=lora, **kwargs)
@@ -161,6 +179,7 @@ class LocalBackend:
                 config,
                 micro_batch_tokens=self.micro_batch_tokens,
                 normalisation=self.normalisation,
+                distributed=self.distributed,
             )
 
     def open_stream(self, loss: LossName, config: LossConfig) -> LocalGradientStream:
@@ -201,15 +220,28 @@ class LocalBackend:
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         """The trained parameters (LoRA, or every weight), in a stable order."""
-        return [p for _, p in sorted(self.engine.model.named_parameters()) if p.requires_grad]
+        return trainable_parameters(self.engine.model)
 
     async def save(self, name: str) -> CheckpointRef:
-        """Save adapter + optimizer (`state/`) and adapter only (`sampler/`) under `name`."""
+        """Save adapter + optimizer (`state/`) and adapter only (`sampler/`) under `name`.
+
+        On several ranks only rank 0 writes; the others wait for it and return its reference
+        (a failure on rank 0 raises on every rank)."""
         return await asyncio.to_thread(self._save, name)
 
     def _save(self, name: str) -> CheckpointRef:
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"checkpoint name {name!r} must be a plain directory name")
+        if self.distributed is None:
+            return self._save_here(name)
+        shared = self.distributed.from_main(lambda: self._save_here(name))
+        if shared is None:
+            raise CheckpointError(
+                self.checkpoint_dir / name, "rank 0 could not save this checkpoint (see its log)"
+            )
+        return shared
+
+    def _save_here(self, name: str) -> CheckpointRef:
         final = self.checkpoint_dir / name
         # One save at a time: a second save of a name waits for the first (never overlaps it);
         # each writes its own temporary folder, renamed into place only when complete.
@@ -257,7 +289,11 @@ class LocalBackend:
         await asyncio.to_thread(self._load, Path(ref.state_path), True)
 
     async def close(self) -> None:
-        """Nothing to release: the model lives in this process (`TrainingBackend.close`)."""
+        """Leave the process group this backend started (if any); the model lives in this
+        process (`TrainingBackend.close`)."""
+        if self._owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+        self._owns_group = False
 
     async def load_sampler_weights(self, path: str | Path) -> None:
         """Load adapter weights only (a `sampler_path`), e.g. to evaluate a checkpoint."""
@@ -289,6 +325,14 @@ class LocalBackend:
             raise CheckpointError(weights, f"adapter does not fit this model ({unexpected[:3]})")
 
     def _load(self, path: Path, with_optimizer: bool) -> None:
+        """Load on this process; on several ranks every rank loads the same files (they must
+        be readable by all) and a failure on one rank raises on all of them."""
+        if self.distributed is None:
+            self._load_here(path, with_optimizer)
+        elif not self.distributed.on_every_rank(lambda: self._load_here(path, with_optimizer)):
+            raise CheckpointError(path, "another rank could not load this checkpoint (its log)")
+
+    def _load_here(self, path: Path, with_optimizer: bool) -> None:
         with self.engine.lock:
             self._load_weights(path)
             if with_optimizer:

@@ -9,13 +9,16 @@ tokens and datums are counted, and `finish` divides the accumulated gradients by
 
     sum over parts of grad(sum_t c_t l_t) / D  ==  grad(sum over the batch of c_t l_t) / D
 
-i.e. the gradient of one call over the whole batch, up to float rounding (tested).
+i.e. the gradient of one call over the whole batch, up to float rounding (tested). On several
+ranks each part's gradients are summed over them when the part ends, so `finish` divides the
+same (whole-batch) sums on every rank.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 import torch
@@ -23,6 +26,7 @@ import torch
 from agentrl.algo.datums import Datum
 from agentrl.algo.losses import loss_divisor
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName
+from agentrl.backends.local.distributed import DistributedContext
 from agentrl.backends.local.engine import ModelEngine
 from agentrl.backends.local.training import Normalisation, batch_totals, run_forward_backward
 from agentrl.backends.streaming import merge_results
@@ -36,6 +40,8 @@ class StreamTarget(Protocol):
     engine: ModelEngine
     micro_batch_tokens: int
     normalisation: Normalisation
+    distributed: DistributedContext | None
+    """Several ranks: each part is sharded and its gradients summed over them."""
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         """The parameters the optimizer steps (their gradients are rescaled at `finish`)."""
@@ -64,6 +70,12 @@ class LocalGradientStream:
         if self._finished:
             raise RuntimeError("this gradient stream is finished; open a new one per batch")
         engine = self.backend.engine
+        distributed = self.backend.distributed
+        replaced = False
+        if distributed is not None:  # count what every rank trains on (rank 0's if they differ)
+            datums, replaced = distributed.agreed_datums(
+                datums, str(self.loss), repr(self.config), "sum"
+            )
         with engine.lock:
             if not self.parts:
                 self._refuse_stale_gradients()
@@ -74,7 +86,10 @@ class LocalGradientStream:
                 self.config,
                 micro_batch_tokens=self.backend.micro_batch_tokens,
                 normalisation="sum",
+                distributed=distributed,
             )
+        if replaced:
+            part = replace(part, metrics={**part.metrics, "datums_from_rank0": 1.0})
         tokens, sequences = batch_totals(datums)
         self.tokens += tokens
         self.sequences += sequences

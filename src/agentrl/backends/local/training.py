@@ -10,11 +10,16 @@ accumulates such sums part by part and divides by the whole batch's divisor at t
 KL penalty: the reference policy is the same model with the LoRA adapter disabled (peft's
 `disable_adapter()` context, no gradient): no second copy of the weights, one extra forward
 per micro-batch.
+
+Several processes (torchrun): with a `DistributedContext` every rank trains on its shard of
+the same datums with the whole list's divisor, and the gradients are summed over the ranks
+(`agentrl.backends.local.distributed`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -22,8 +27,13 @@ import torch
 
 from agentrl.algo.datums import Datum, sequence_index
 from agentrl.algo.losses import loss_divisor, policy_loss_sum
-from agentrl.algo.mismatch import logprob_mismatch
+from agentrl.algo.mismatch import LogprobMismatch, logprob_mismatch
 from agentrl.backends.base import ForwardBackwardResult, LossConfig, LossName
+from agentrl.backends.local.distributed import (
+    DistributedContext,
+    shard_indices,
+    trainable_parameters,
+)
 from agentrl.backends.local.engine import ModelEngine
 
 __all__ = [
@@ -132,6 +142,27 @@ def _reference_logprobs(
         return logp_all.gather(-1, targets[:, None])[:, 0]
 
 
+@dataclass
+class _Sums:
+    """What the micro-batches of one call (or of one rank's shard) add up."""
+
+    loss: float = 0.0
+    ratio: float = 0.0
+    clipped: float = 0.0
+    approx_kl: float = 0.0
+    kl_ref: float = 0.0
+    tis_weight: float = 0.0
+    micro_batches: int = 0
+    sampled: list[np.ndarray] = field(default_factory=list)
+    recomputed: list[np.ndarray] = field(default_factory=list)
+
+    def mismatch(self) -> LogprobMismatch | None:
+        """Sampler-vs-trainer agreement over the trained tokens seen."""
+        if not self.sampled:
+            return None
+        return logprob_mismatch(np.concatenate(self.sampled), np.concatenate(self.recomputed))
+
+
 def run_forward_backward(
     engine: ModelEngine,
     datums: Sequence[Datum],
@@ -140,18 +171,126 @@ def run_forward_backward(
     *,
     micro_batch_tokens: int,
     normalisation: Normalisation = "tokens",
+    distributed: DistributedContext | None = None,
 ) -> ForwardBackwardResult:
-    """Accumulate gradients of `loss` over `datums` into the trainable parameters."""
+    """Accumulate gradients of `loss` over `datums` into the trainable parameters.
+
+    With `distributed`, every rank passes the same `datums`: each trains on its shard
+    (`shard_indices`), divided by the divisor of the whole list, and the gradients this call
+    adds are summed over the ranks; the result reports the whole list (see
+    `agentrl.backends.local.distributed`)."""
+    datums = list(datums)
+    broadcast = False
+    if distributed is not None:  # first, so that every rank validates the same datums
+        datums, broadcast = distributed.agreed_datums(
+            datums, str(LossName(loss)), repr(config), normalisation
+        )
     validate_datums(datums, engine.vocab_size, engine.max_positions)
     total_tokens, sequences = batch_totals(datums)
     divisor = loss_divisor(config, total_tokens, sequences) if normalisation == "tokens" else 1.0
-    device = engine.device
-    names = ("loss", "ratio", "clipped", "approx_kl", "kl_ref", "tis_weight")
-    sums = dict.fromkeys(names, 0.0)
-    sampled: list[np.ndarray] = []
-    recomputed: list[np.ndarray] = []
     owners = sequence_index(datums)
-    batches = micro_batches([len(d) for d in datums], micro_batch_tokens, owners)
+    if distributed is None:
+        sums = _accumulate(
+            engine, datums, range(len(datums)), owners, loss, config, micro_batch_tokens, divisor
+        )
+        mismatch = sums.mismatch()
+    else:
+        shards = shard_indices([len(d) for d in datums], owners, distributed.world_size)
+        with distributed.summed_gradients(trainable_parameters(engine.model)):
+            sums = _accumulate(
+                engine,
+                datums,
+                shards[distributed.rank],
+                owners,
+                loss,
+                config,
+                micro_batch_tokens,
+                divisor,
+            )
+        sums, mismatch = _global_sums(distributed, sums)
+    denom = max(total_tokens, 1.0)
+    return ForwardBackwardResult(
+        loss=sums.loss / divisor,
+        num_tokens=int(total_tokens),
+        metrics={
+            "loss_sum": sums.loss,
+            "loss_per_token": sums.loss / denom,
+            "ratio_mean": sums.ratio / denom,
+            "clip_fraction": sums.clipped / denom,
+            "approx_kl": sums.approx_kl / denom,
+            **({"kl_ref": sums.kl_ref / denom} if config.kl_coef > 0 else {}),
+            **({"tis_weight_mean": sums.tis_weight / denom} if config.tis_cap else {}),
+            "micro_batches": float(sums.micro_batches),
+            "datums": float(len(datums)),
+            **(
+                {"ranks": float(distributed.world_size), "datums_from_rank0": float(broadcast)}
+                if distributed is not None
+                else {}
+            ),
+        },
+        mismatch=mismatch,
+    )
+
+
+def _global_sums(
+    distributed: DistributedContext, local: _Sums
+) -> tuple[_Sums, LogprobMismatch | None]:
+    """Every rank's sums added up (and their logprob mismatch merged)."""
+    own = local.mismatch()
+    tokens = own.tokens if own is not None else 0
+    kl_sum = own.sampler_kl * own.tokens if own is not None else 0.0
+    totals = distributed.sum_floats(
+        [
+            local.loss,
+            local.ratio,
+            local.clipped,
+            local.approx_kl,
+            local.kl_ref,
+            local.tis_weight,
+            float(local.micro_batches),
+            kl_sum,
+            float(tokens),
+        ]
+    )
+    (largest,) = distributed.max_floats([own.max_abs_diff if own is not None else 0.0])
+    loss, ratio, clipped, approx_kl, kl_ref, tis_weight, batches, kl_total, count = totals
+    mismatch = None
+    if count > 0:
+        mismatch = LogprobMismatch(
+            sampler_kl=kl_total / count, max_abs_diff=largest, tokens=round(count)
+        )
+    summed = _Sums(
+        loss=loss,
+        ratio=ratio,
+        clipped=clipped,
+        approx_kl=approx_kl,
+        kl_ref=kl_ref,
+        tis_weight=tis_weight,
+        micro_batches=round(batches),
+    )
+    return summed, mismatch
+
+
+def _accumulate(
+    engine: ModelEngine,
+    datums: Sequence[Datum],
+    indices: Sequence[int],
+    owners: Sequence[int],
+    loss: LossName,
+    config: LossConfig,
+    micro_batch_tokens: int,
+    divisor: float,
+) -> _Sums:
+    """Forward/backward of the datums at `indices` (micro-batched), each micro-batch's summed
+    loss divided by `divisor` before its backward."""
+    device = engine.device
+    sums = _Sums()
+    chosen = list(indices)
+    packed = micro_batches(
+        [len(datums[i]) for i in chosen], micro_batch_tokens, [owners[i] for i in chosen]
+    )
+    batches = [[chosen[j] for j in batch] for batch in packed]
+    sums.micro_batches = len(batches)
     engine.model.train()
     try:
         for batch in batches:
@@ -177,8 +316,8 @@ def run_forward_backward(
             ref = None
             if config.kl_coef > 0:
                 ref = _reference_logprobs(engine, ids, attention, where, targets)
-            sampled.append(old.detach().cpu().double().numpy())
-            recomputed.append(logp.detach().cpu().double().numpy())
+            sums.sampled.append(old.detach().cpu().double().numpy())
+            sums.recomputed.append(logp.detach().cpu().double().numpy())
             part = policy_loss_sum(
                 logp,
                 old,
@@ -190,30 +329,12 @@ def run_forward_backward(
                 ref_logprobs=ref,
             )
             (part.loss / divisor).backward()  # type: ignore[no-untyped-call]
-            sums["loss"] += float(part.loss.detach())
-            sums["ratio"] += part.ratio
-            sums["clipped"] += part.clipped
-            sums["approx_kl"] += part.approx_kl
-            sums["kl_ref"] += part.kl_ref
-            sums["tis_weight"] += part.tis_weight
+            sums.loss += float(part.loss.detach())
+            sums.ratio += part.ratio
+            sums.clipped += part.clipped
+            sums.approx_kl += part.approx_kl
+            sums.kl_ref += part.kl_ref
+            sums.tis_weight += part.tis_weight
     finally:
         engine.model.eval()
-    denom = max(total_tokens, 1.0)
-    return ForwardBackwardResult(
-        loss=sums["loss"] / divisor,
-        num_tokens=int(total_tokens),
-        metrics={
-            "loss_sum": sums["loss"],
-            "loss_per_token": sums["loss"] / denom,
-            "ratio_mean": sums["ratio"] / denom,
-            "clip_fraction": sums["clipped"] / denom,
-            "approx_kl": sums["approx_kl"] / denom,
-            **({"kl_ref": sums["kl_ref"] / denom} if config.kl_coef > 0 else {}),
-            **({"tis_weight_mean": sums["tis_weight"] / denom} if config.tis_cap else {}),
-            "micro_batches": float(len(batches)),
-            "datums": float(len(datums)),
-        },
-        mismatch=logprob_mismatch(np.concatenate(sampled), np.concatenate(recomputed))
-        if sampled
-        else None,
-    )
+    return sums
