@@ -10,6 +10,13 @@ from agentrl.backends.base import (
     SamplingParams,
     TrainingBackend,
 )
+from agentrl.backends.replicas import (
+    ReplicaFailure,
+    ReplicaSampler,
+    ReplicaStats,
+    ReplicaTeacher,
+    SamplingTeacher,
+)
 
 __all__ = [
     "AdamParams",
@@ -17,7 +24,12 @@ __all__ = [
     "ForwardBackwardResult",
     "LossConfig",
     "LossName",
+    "ReplicaFailure",
+    "ReplicaSampler",
+    "ReplicaStats",
+    "ReplicaTeacher",
     "Sampler",
     "SamplingParams",
+    "SamplingTeacher",
     "TrainingBackend",
 ]
