@@ -61,7 +61,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(VENV)/site
 
 test: sandbox-host lint typecheck docs
-	$(BIN)/python -m pytest -m "not slow and not live" -n $(PYTEST_WORKERS) --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not live" -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m "slow and not live" -n $(PYTEST_WORKERS) $(PYTEST_ARGS)

@@ -7,12 +7,14 @@ and unknown fields are rejected. Field names follow the familiar command-line fl
 Python users may pass objects to the trainer instead.
 
 `names` (the enums), `common` (`CommonConfig`), `train` (`TrainConfig`), `eval` (`EvalConfig`),
-`envspec` (`EnvSpec`, what an env plug-in declares), `plugins` (name -> factory lookup of
+`envspec` (`EnvSpec`, what an env plug-in declares), `group_source` (`SpecGroupSource`, an
+installed env's factory under the configured `--env-executor`), `plugins` (name -> factory lookup of
 estimators and rewards, and of envs through the `agentrl.envs` entry points).
 """
 
 from agentrl.config.common import CommonConfig
 from agentrl.config.eval import EvalConfig
+from agentrl.config.group_source import SpecGroupSource, env_group_factory
 from agentrl.config.names import (
     BackendName,
     BehaviourLogprobs,
@@ -45,8 +47,10 @@ __all__ = [
     "RewardName",
     "SamplerName",
     "SandboxMode",
+    "SpecGroupSource",
     "StalePolicy",
     "SwanLabMode",
     "TrainConfig",
     "WandbMode",
+    "env_group_factory",
 ]

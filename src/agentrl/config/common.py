@@ -25,6 +25,7 @@ from agentrl.config.names import (
 from agentrl.config.plugins import RewardOptions, make_reward
 from agentrl.config.presets import CPU_SMALL_COMMON, apply_preset
 from agentrl.core.types import CutReply, StepCounting
+from agentrl.executors.options import ExecutorKind
 
 __all__ = ["CommonConfig", "must_not_be"]
 
@@ -91,6 +92,31 @@ class CommonConfig(BaseModel):
         ge=0,
         description="persistent ALFWorld worker processes shared by all groups and updates "
         "(default: one per CPU; 0: a fresh worker process per group)",
+    )
+    env_executor: ExecutorKind = Field(
+        ExecutorKind.INPROCESS,
+        description="where env groups run: inprocess (the trainer's event loop), process (local "
+        "worker processes) or ray (actors on a Ray cluster, `pip install 'agentrl[ray]'`)",
+    )
+    env_groups_in_flight: int | None = Field(
+        None,
+        ge=1,
+        description="process and ray executors: the most env groups in flight (workers or "
+        "actors alive); default: one per CPU of the machine, or of the cluster per --env-cpus",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="ray executor: the cluster (auto, HOST:PORT; default: $RAY_ADDRESS, else a "
+        "new local Ray instance)",
+    )
+    env_cpus: float = Field(
+        1.0, ge=0.0, description="ray executor: CPUs each env group's actor reserves"
+    )
+    env_step_timeout: float = Field(
+        300.0,
+        gt=0.0,
+        description="process and ray executors: seconds one env step may take before its "
+        "worker is killed and the group's live branches end as env_error",
     )
     max_episode_steps: int = Field(50, ge=1, description="maximum env steps per trajectory")
     step_counting: StepCounting = Field(

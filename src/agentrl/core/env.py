@@ -25,6 +25,7 @@ __all__ = [
     "EnvGroup",
     "EnvGroupFactory",
     "EnvStep",
+    "PlacedEnvGroup",
     "TaskInfo",
     "close_env_factory",
     "command_of",
@@ -71,6 +72,17 @@ class EnvGroup(Protocol):
 
     async def close(self) -> None:
         """Release resources; calling it twice is harmless."""
+        ...
+
+
+@runtime_checkable
+class PlacedEnvGroup(EnvGroup, Protocol):
+    """An `EnvGroup` that says where it runs (the executors' remote groups do): the rollout
+    engine records it in each trajectory (`Trajectory.placement`)."""
+
+    @property
+    def placement(self) -> str | None:
+        """Where the group is played (a node, host and process); None before `reset()`."""
         ...
 
 

@@ -367,6 +367,9 @@ class Trajectory:
     reward_detail: str | None = None
     """What the reward function said about the trajectory (a judge's reply), kept in the
     record and shown by the viewer."""
+    placement: str | None = None
+    """Where its env group was played (`node ... host ... pid ...` under the process and Ray
+    executors, `agentrl.executors`); None: in the trainer's process."""
 
     @property
     def usable(self) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import replace
 from agentrl.algo.rewards import Reward, WinMinusInvalid, apply_reward
 from agentrl.backends.base import Sampler
 from agentrl.chat import ChatRenderer
-from agentrl.core.env import EnvGroupFactory
+from agentrl.core.env import EnvGroupFactory, PlacedEnvGroup
 from agentrl.core.errors import describe_exception
 from agentrl.core.progress import progress_bar
 from agentrl.core.tokens import TokenBuffer
@@ -86,7 +86,9 @@ async def _run_branch(
             return
 
 
-def _trajectory(branch: Branch, task: TaskInfo, group_id: str) -> Trajectory:
+def _trajectory(
+    branch: Branch, task: TaskInfo, group_id: str, placement: str | None = None
+) -> Trajectory:
     assert branch.stop is not None
     last = branch.turns[-1] if branch.turns else None
     tokens = TokenCounts(
@@ -105,6 +107,7 @@ def _trajectory(branch: Branch, task: TaskInfo, group_id: str) -> Trajectory:
         messages=tuple(branch.messages),
         branch=branch.index,
         error=branch.error,
+        placement=placement,
     )
 
 
@@ -140,12 +143,15 @@ async def rollout_group(
     setup = TurnSetup(sampler, renderer, protocol, config, group_id)
     env = env_factory(task, size)
 
+    def placement() -> str | None:
+        return env.placement if isinstance(env, PlacedEnvGroup) else None
+
     async def ended(reason: StopReason, error: str | None) -> TrajectoryGroup:
         branches = [
             Branch(i, TokenBuffer(), EnvStep(observation=""), [], stop=reason, error=error)
             for i in range(size)
         ]
-        played = [_trajectory(b, task, group_id) for b in branches]
+        played = [_trajectory(b, task, group_id, placement()) for b in branches]
         trajectories = await _scored(reward_fn, played, group_id)
         return TrajectoryGroup(group_id=group_id, task=task, trajectories=trajectories)
 
@@ -180,7 +186,7 @@ async def rollout_group(
             await env.close()
         except Exception as exc:
             log.warning("closing the environment of %s failed: %s", group_id, exc)
-    played = [_trajectory(b, task, group_id) for b in branches]
+    played = [_trajectory(b, task, group_id, placement()) for b in branches]
     trajectories = await _scored(reward_fn, played, group_id)
     return TrajectoryGroup(group_id=group_id, task=task, trajectories=trajectories)
 

@@ -167,6 +167,11 @@ class TrajectoryRecord(_Record):
     extra: dict[str, Scalar] = Field(
         default_factory=dict, description="caller-supplied facts (checkpoint, seed, ...)"
     )
+    placement: str | None = Field(
+        default=None,
+        description="where the env group was played (node, host, pid) under the process and "
+        "Ray executors; None: in the trainer's process",
+    )
 
     @classmethod
     def from_trajectory(
@@ -238,6 +243,7 @@ class TrajectoryRecord(_Record):
             turns=turns,
             full_tokens=list(trajectory.full_tokens) if include_tokens else None,
             extra=dict(extra or {}),
+            placement=trajectory.placement,
         )
 
     def to_trajectory(self) -> Trajectory:
@@ -273,6 +279,7 @@ class TrajectoryRecord(_Record):
             error=self.error,
             reward_error=self.reward_error,
             reward_detail=self.reward_detail,
+            placement=self.placement,
         )
 
     def to_json(self) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from agentrl._legacy import moved_name
 from agentrl.config import CommonConfig
+from agentrl.config.group_source import env_group_factory
 from agentrl.config.plugins import env_spec
 from agentrl.core.env import EnvGroupFactory
 from agentrl.core.types import TaskInfo
@@ -54,8 +55,9 @@ def tool_protocol_for(config: CommonConfig) -> ToolProtocol:
 
 
 def env_factory_for(config: CommonConfig) -> EnvGroupFactory:
-    """The `EnvGroupFactory` of the configured environment."""
-    return env_spec(config.env).group_factory(config)
+    """The `EnvGroupFactory` of the configured environment under its `--env-executor` (built
+    here, in worker processes or on Ray actors); whoever calls this closes it."""
+    return env_group_factory(config)
 
 
 def tasks_for(
