@@ -164,6 +164,27 @@ async def run(
     return out
 
 
+async def fail_on_rank_1(distributed: DistributedContext, folder: Path) -> str:
+    """Rank 1's forward raises; every rank must raise (none left waiting in the all-reduce),
+    and the process group must still work after it. What each rank raised."""
+    backend = build(SCENARIOS["even"], distributed, folder)
+    if distributed.rank == 1:
+
+        def broken(*_: Any) -> None:
+            raise RuntimeError("injected failure on rank 1")
+
+        backend.engine.model.get_input_embeddings().register_forward_pre_hook(broken)
+    try:
+        await backend.forward_backward(make_datums(SCENARIOS["even"]), LossName.PPO, LossConfig())
+    except RuntimeError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    else:
+        error = "nothing raised"
+    distributed.agree(True)  # the group still answers
+    await backend.close()
+    return error
+
+
 def main(out: Path) -> None:
     """Every scenario on this rank (the process group started once, for all of them)."""
     distributed = DistributedContext.from_env(device="cpu")
@@ -174,6 +195,8 @@ def main(out: Path) -> None:
         for name, scenario in SCENARIOS.items():
             result = asyncio.run(run(scenario, distributed, out / "checkpoints" / name))
             torch.save(result, out / f"{name}-rank{distributed.rank}.pt")
+        error = asyncio.run(fail_on_rank_1(distributed, out / "checkpoints" / "failure"))
+        (out / f"failure-rank{distributed.rank}.txt").write_text(error)
     finally:
         torch.distributed.destroy_process_group()
 

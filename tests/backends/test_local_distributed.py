@@ -51,6 +51,7 @@ from tests.helpers.doc_examples import doc_example, expected_output  # noqa: E40
 from tests.helpers.paths import DOCS, REPO, SRC  # noqa: E402
 
 RANKS = 2
+pytestmark = pytest.mark.xdist_group("torchrun")  # one torchrun launch for the module's tests
 
 
 def torchrun(script: Path, *args: str, cwd: Path) -> str:
@@ -257,3 +258,15 @@ def test_the_documented_script_runs_under_torchrun(tmp_path: Path) -> None:
     printed = torchrun(script, cwd=tmp_path).splitlines()
     assert printed == expected_output(source)
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["update-0001"]
+
+
+def test_a_failure_on_one_rank_raises_on_every_rank(ranks: Path) -> None:
+    """Rank 1's forward raised: rank 1 raises its own error, rank 0 a `RankFailure` saying
+    another rank failed (instead of waiting for rank 1 in the all-reduce), and the process
+    group still works afterwards (the script went on)."""
+    assert (ranks / "failure-rank1.txt").read_text() == ("RuntimeError: injected failure on rank 1")
+    assert (
+        (ranks / "failure-rank0.txt")
+        .read_text()
+        .startswith("RankFailure: forward_backward failed on another rank")
+    )

@@ -324,3 +324,16 @@ async def test_close_closes_the_replicas_once(qwen_tokenizer: Any) -> None:
     assert [edge.closed for edge in edges] == [1, 1]
     with pytest.raises(RuntimeError, match="closed"):
         await router.sample([1], 1, PARAMS)
+
+
+async def test_a_replica_taken_out_is_tried_again_after_readmit_after() -> None:
+    flaky, steady = Answers(), Answers()
+    router = ReplicaSampler([flaky, steady], readmit_after=0.2)
+    flaky.error = ConnectionError("connection refused")
+    await router.sample([1, 2, 3], 1, PARAMS)  # flaky fails, steady serves it
+    await router.sample([9], 1, PARAMS)  # within the cool-down: steady again
+    assert router.live == (1,) and flaky.prompts == [(1, 2, 3)]
+    flaky.error = None  # its engine came back
+    await asyncio.sleep(0.25)
+    await router.sample([4, 5], 1, PARAMS)  # a new group: flaky gets one request, and succeeds
+    assert flaky.prompts == [(1, 2, 3), (4, 5)] and router.live == (0, 1)

@@ -186,7 +186,7 @@ async def test_a_hung_step_is_cut_at_the_step_timeout(
     factory = executor_factory(
         BusySource(burn_ms=1, steps=2, hang_task="busy-0"),
         ExecutorOptions(
-            kind=ExecutorKind.RAY, ray_address=cluster.address, timeouts=Timeouts(step=2.0)
+            kind=ExecutorKind.RAY, ray_address=cluster.address, timeouts=Timeouts(step=5.0)
         ),
     )
     try:
@@ -201,7 +201,7 @@ async def test_a_hung_step_is_cut_at_the_step_timeout(
     finally:
         await close_env_factory(factory)
     by_task = {g.task.task_id: g.trajectories for g in groups}
-    assert all("took longer than 2s" in (t.error or "") for t in by_task["busy-0"])
+    assert all("stepping took longer than 5s" in (t.error or "") for t in by_task["busy-0"])
     assert all(t.won for task in ("busy-1", "busy-2") for t in by_task[task])
     assert alive_actors() == before
 
@@ -215,4 +215,32 @@ def test_agentrl_train_on_pycode_runs_against_the_cluster(cluster: Cluster, tmp_
     assert main(flags) == 0
     records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
     assert records and {node_of(r["placement"]) for r in records} <= node_ids()
+    assert alive_actors() == before
+
+
+async def test_an_env_that_cannot_be_built_is_reported_with_its_cause(
+    cluster: Cluster, qwen_tokenizer: Any
+) -> None:
+    before = alive_actors()
+    factory = executor_factory(
+        BusySource(steps=0), ExecutorOptions(kind=ExecutorKind.RAY, ray_address=cluster.address)
+    )
+    assert isinstance(factory, RayExecutor)
+    try:
+        groups = await rollout_batch(
+            busy_tasks(3),
+            env_factory=factory,
+            sampler=PolicySampler(qwen_tokenizer, busy_reply),
+            renderer=ChatRenderer(qwen_tokenizer),
+            protocol=busy_protocol(),
+            config=RolloutConfig(group_size=1, max_env_steps=2, max_assistant_tokens=32),
+            max_concurrent_groups=1,
+        )
+        assert factory.pool.started == 0
+    finally:
+        await factory.close()
+    for group in groups:
+        (t,) = group.trajectories
+        assert t.stop_reason is StopReason.ENV_ERROR
+        assert "could not be built" in (t.error or "") and "steps must be >= 1" in (t.error or "")
     assert alive_actors() == before

@@ -25,10 +25,11 @@ after another (none in flight) are dealt out in turn, not by the luck of arrival
 calls must come from one event loop.
 
 Failure: a request that raises on a replica (or times out after `timeout`, or returns a wrong
-number of completions) takes the replica out (`ReplicaStats.error` says why; `restore` puts it
-back) and is sent once more, to the best other live replica. If that fails too, or none is left,
-`ReplicaFailure` (a `RuntimeError`) names the replicas and their errors; the rollout engine
-retries it like any sampler error and then records `sampler_error`. Exceptions of
+number of completions) takes the replica out (`ReplicaStats.error` says why; after
+`readmit_after` seconds it gets one request again and is back when that succeeds; `restore` puts
+it back at once) and is sent once more, to the best other live replica. If that fails too, or
+none is left, `ReplicaFailure` (a `RuntimeError`) names the replicas and their errors; the
+rollout engine retries it like any sampler error and then records `sampler_error`. Exceptions of
 `request_errors` (default `ValueError`, `TypeError`: a bad request, e.g. a prompt longer than
 the model's context, which would fail on every replica) are raised as they are, without taking
 the replica out. Cancelling a request (a rollout `sample_timeout`) never counts as a failure.
@@ -43,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -170,6 +172,8 @@ class _State:
     retries: int = 0
     failures: int = 0
     error: str | None = None
+    out_since: float = 0.0
+    """`time.monotonic()` when it was taken out."""
 
 
 class ReplicaSampler:
@@ -184,12 +188,15 @@ class ReplicaSampler:
         max_prefixes: int = 4096,
         timeout: float | None = None,
         request_errors: tuple[type[Exception], ...] = (ValueError, TypeError),
+        readmit_after: float | None = 60.0,
     ) -> None:
         """`block_tokens`: hashing granularity of the prefix index; `max_prefixes`: prompts
         remembered per replica (the least recently used are forgotten first); `timeout`:
         seconds a replica may take for one request before it counts as failed (None: no
         limit); `request_errors`: exception types that are the request's fault (raised as
-        they are, the replica stays live)."""
+        they are, the replica stays live); `readmit_after`: seconds after which a replica that
+        was taken out is tried again with one request, and put back when it succeeds (None:
+        only `restore` puts it back)."""
         if not replicas:
             raise ValueError("ReplicaSampler needs at least one replica")
         for index, replica in enumerate(replicas):
@@ -203,8 +210,13 @@ class ReplicaSampler:
         self._block = block_tokens
         self._memory = [_Memory(block_tokens, max_prefixes) for _ in self._replicas]
         self._states = [_State() for _ in self._replicas]
+        if readmit_after is not None and readmit_after < 0:
+            raise ValueError(
+                f"ReplicaSampler.readmit_after must be >= 0 or None, got {readmit_after}"
+            )
         self._timeout = timeout
         self._request_errors = request_errors
+        self._readmit_after = readmit_after
         self._closed = False
 
     @property
@@ -278,7 +290,7 @@ class ReplicaSampler:
         best: tuple[int, int, int, int] | None = None
         best_key: int | None = None
         for index, state in enumerate(self._states):
-            if state.error is not None or index in tried:
+            if index in tried or not self._eligible(state):
                 continue
             matched, key = self._memory[index].longest(tokens, chain)
             rank = (-matched, state.in_flight, state.placed, index)
@@ -290,6 +302,15 @@ class ReplicaSampler:
         if best_key is not None:
             self._memory[index].touch(best_key)
         return index, best_key is not None
+
+    def _eligible(self, state: _State) -> bool:
+        """Live, or out for `readmit_after` seconds already (it gets one request to prove
+        itself: put back if it succeeds, out for another period if it fails)."""
+        if state.error is None:
+            return True
+        if self._readmit_after is None:
+            return False
+        return time.monotonic() - state.out_since >= self._readmit_after
 
     async def _route(
         self,
@@ -324,8 +345,13 @@ class ReplicaSampler:
             try:
                 request = run(index, tokens)
                 if self._timeout is None:
-                    return await request
-                return await asyncio.wait_for(request, self._timeout)
+                    result = await request
+                else:
+                    result = await asyncio.wait_for(request, self._timeout)
+                if state.error is not None:  # a readmitted replica proved itself
+                    log.warning("replica %d is back in service", index)
+                    state.error = None
+                return result
             except self._request_errors:
                 raise
             except Exception as exc:
@@ -339,6 +365,7 @@ class ReplicaSampler:
     def _take_out(self, index: int, reason: str) -> None:
         state = self._states[index]
         state.failures += 1
+        state.out_since = time.monotonic()
         if state.error is None:
             state.error = reason
             self._memory[index].clear()
@@ -376,6 +403,7 @@ class ReplicaTeacher(ReplicaSampler):
         max_prefixes: int = 4096,
         timeout: float | None = None,
         request_errors: tuple[type[Exception], ...] = (ValueError, TypeError),
+        readmit_after: float | None = 60.0,
     ) -> None:
         """Like `ReplicaSampler`; every replica must be a `Teacher`."""
         for index, replica in enumerate(replicas):

@@ -107,7 +107,7 @@ class CommonConfig(BaseModel):
     ray_address: str | None = Field(
         None,
         description="ray executor: the cluster (auto, HOST:PORT; default: $RAY_ADDRESS, else a "
-        "new local Ray instance)",
+        "cluster `ray start` runs here, else a new local Ray instance for the run)",
     )
     env_cpus: float = Field(
         1.0, ge=0.0, description="ray executor: CPUs each env group's actor reserves"

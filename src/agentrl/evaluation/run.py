@@ -277,30 +277,35 @@ async def evaluate(
     rollout = recipe.rollout_config_for(
         config, config.trajectories_per_game, config.sampling_params()
     )
-    env_factory = recipe.env_factory_for(config)
-    if tasks:
-        await check_token_budget(
-            tasks[0], env_factory=env_factory, renderer=renderer, protocol=protocol, config=rollout
-        )
-    if baseline is not None:
-        play = baseline.player(
-            env_factory=env_factory,
-            renderer=renderer,
-            protocol=protocol,
-            rollout=rollout,
-            reward_fn=config.reward_fn(),
-        )
-    else:
-        sampler = await recipe.eval_sampler_for(config, tokenizer)
-        play = model_player(
-            env_factory=env_factory,
-            sampler=sampler,
-            renderer=renderer,
-            protocol=protocol,
-            rollout=rollout,
-            reward_fn=config.reward_fn(),
-        )
+    env_factory = recipe.env_factory_for(config)  # built here, so closed here (below)
+    sampler: object = None
     try:
+        if tasks:
+            await check_token_budget(
+                tasks[0],
+                env_factory=env_factory,
+                renderer=renderer,
+                protocol=protocol,
+                config=rollout,
+            )
+        if baseline is not None:
+            play = baseline.player(
+                env_factory=env_factory,
+                renderer=renderer,
+                protocol=protocol,
+                rollout=rollout,
+                reward_fn=config.reward_fn(),
+            )
+        else:
+            sampler = await recipe.eval_sampler_for(config, tokenizer)
+            play = model_player(
+                env_factory=env_factory,
+                sampler=sampler,
+                renderer=renderer,
+                protocol=protocol,
+                rollout=rollout,
+                reward_fn=config.reward_fn(),
+            )
         return await evaluate_tasks(
             tasks,
             play,
@@ -317,6 +322,6 @@ async def evaluate(
         )
     finally:
         await close_env_factory(env_factory)
-        close = None if planner else getattr(sampler, "close", None)
+        close = getattr(sampler, "close", None)
         if close is not None:  # a remote sampler finishes its service session
             await close()

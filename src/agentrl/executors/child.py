@@ -24,6 +24,7 @@ __all__ = [
     "CHILD_CODE",
     "ChildProcess",
     "WorkerFailure",
+    "become_worker",
     "describe_error",
     "die_with_parent",
     "readable",
@@ -38,6 +39,17 @@ class WorkerFailure(RuntimeError):
         super().__init__(message)
         self.branch = branch
         """The branch that was being loaded or stepped, when known."""
+
+
+def become_worker() -> None:
+    """What every worker body does first: die with its parent (`die_with_parent`) and ignore
+    SIGINT, which a terminal's Ctrl-C sends to the whole process group: the parent decides
+    when its workers stop (it closes or kills them), so an interrupt never reads as a crash."""
+    import signal
+
+    die_with_parent()
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def die_with_parent() -> None:
@@ -109,9 +121,8 @@ CHILD_CODE = (
     "module, _, name = sys.argv[1].rpartition(':'); "
     "getattr(importlib.import_module(module), name)(int(sys.argv[2]), *sys.argv[3:])"
 )
-"""A worker runs `module:function(fd, *argv)`: a body of this module (`serve`, `serve_calls`) or
-another one's (`agentrl.envs.alfworld.pool:serve_pool`), named as a string, so no module here
-imports the pool."""
+"""A worker runs `module:function(fd, *argv)`, named as a string (`agentrl.executors.process:
+serve_host`, `agentrl.envs.alfworld.pool:serve_pool`), so this module imports none of them."""
 
 
 class ChildProcess:
@@ -157,7 +168,12 @@ class ChildProcess:
         if conn is None:
             raise WorkerFailure("the worker is not running", branch)
         where = f"branch {branch}: " if branch is not None else ""
-        if not await readable(conn, timeout):
+        try:
+            ready = await readable(conn, timeout)
+        except asyncio.CancelledError:
+            self.kill()  # its answer would be read by the next request: the worker is done for
+            raise
+        if not ready:
             self.kill()
             raise WorkerFailure(
                 f"{where}{doing} took longer than {timeout:g}s; the worker was killed", branch
@@ -165,7 +181,7 @@ class ChildProcess:
         try:
             return conn.recv()
         except (EOFError, OSError) as exc:
-            code = self._exit_code()
+            code = await asyncio.to_thread(self._exit_code)
             self.kill()
             raise WorkerFailure(
                 f"{where}the worker died while {doing} (exit code {code})", branch

@@ -40,7 +40,8 @@ class ExecutorOptions:
     """The most groups in flight (workers or actors alive); None: one per CPU of the machine
     (process) or of the cluster divided by `env_cpus` (ray)."""
     ray_address: str | None = None
-    """`auto`, `HOST:PORT`, or None (`$RAY_ADDRESS`, else a new local Ray instance)."""
+    """`auto`, `HOST:PORT`, or None (`$RAY_ADDRESS`, else a cluster `ray start` runs on this
+    machine, else a new local Ray instance)."""
     env_cpus: float = 1.0
     """CPUs each group's Ray actor reserves."""
     timeouts: Timeouts = field(default_factory=Timeouts)

@@ -16,9 +16,16 @@ from multiprocessing.connection import Connection
 
 from agentrl.core.errors import describe_exception
 from agentrl.core.types import TaskInfo
-from agentrl.executors.child import ChildProcess, WorkerFailure, die_with_parent
+from agentrl.executors.child import ChildProcess, WorkerFailure, become_worker, readable
 from agentrl.executors.host import DOING, GroupHost, GroupSource, HostReply, local_placement
-from agentrl.executors.remote import RemoteFactory, RemoteGroup, Timeouts, WorkerLost, WorkerPool
+from agentrl.executors.remote import (
+    EnvBuildError,
+    RemoteFactory,
+    RemoteGroup,
+    Timeouts,
+    WorkerLost,
+    WorkerPool,
+)
 
 __all__ = ["ProcessExecutor", "ProcessWorker", "check_picklable", "default_workers", "serve_host"]
 
@@ -32,7 +39,17 @@ def default_workers() -> int:
 
 
 def check_picklable(source: GroupSource, executor: str) -> None:
-    """Raise `TypeError` naming the fix when `source` cannot travel to a worker."""
+    """Raise `TypeError` naming the fix when `source` cannot travel to a worker: it does not
+    pickle, or it lives in `__main__` (a script or notebook), which a worker cannot import."""
+    target = getattr(source, "func", source)  # a functools.partial's function
+    module = getattr(target, "__module__", None) or type(target).__module__
+    if module == "__main__":
+        raise TypeError(
+            f"the {executor} executor sends the group source {source!r} to its workers, which "
+            "cannot import what a script or notebook defines (__main__): define it in an "
+            "importable module (a .py file next to the script), or use the ray executor "
+            "(which ships such code by value)"
+        )
     try:
         pickle.dumps(source)
     except Exception as exc:
@@ -44,11 +61,40 @@ def check_picklable(source: GroupSource, executor: str) -> None:
         ) from exc
 
 
+def _answer(conn: Connection, reply: HostReply) -> None:
+    """Send `reply`; one that does not pickle (an `EnvStep.info` value that is not a scalar)
+    becomes an error reply naming the cause instead of a dead worker."""
+    try:
+        conn.send(("reply", reply))
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        error = (
+            f"the env's answer does not pickle ({type(exc).__name__}: {exc}): an EnvStep must "
+            "hold plain values (info: str, int, float or bool)"
+        )
+        conn.send(("reply", HostReply(error=error)))
+
+
+async def _serve(conn: Connection, host: GroupHost) -> None:
+    """Answer calls one at a time; the loop keeps running between them, so an env's own
+    background tasks (a server session's reader) run as they would in process."""
+    while True:
+        if not await readable(conn, 3600.0):
+            continue
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            break  # the parent went away
+        if request[0] == "close":
+            break
+        _, method, args = request
+        _answer(conn, await host.call(method, args))
+    await host.shutdown()
+
+
 def serve_host(fd: int) -> None:
     """Worker body: receive the group source, build a `GroupHost`, serve calls until closed."""
-    die_with_parent()
+    become_worker()
     conn = Connection(fd)
-    loop = asyncio.new_event_loop()
     try:
         source = conn.recv()
         host = GroupHost(source)
@@ -57,17 +103,7 @@ def serve_host(fd: int) -> None:
         conn.close()
         return
     conn.send(("ready", local_placement()))
-    while True:
-        try:
-            request = conn.recv()
-        except (EOFError, OSError):
-            break  # the parent went away
-        if request[0] == "close":
-            break
-        _, method, args = request
-        conn.send(("reply", loop.run_until_complete(host.call(method, args))))
-    loop.run_until_complete(host.shutdown())
-    loop.close()
+    asyncio.run(_serve(conn, host))
     conn.close()
 
 
@@ -91,9 +127,12 @@ class ProcessWorker(ChildProcess):
             message = await self._receive(timeout, None, "starting")
         except WorkerFailure as exc:
             raise WorkerLost(str(exc)) from exc
+        except BaseException:  # cancelled while starting: no process is left behind
+            self.kill()
+            raise
         if message[0] != "ready":
             self.kill()
-            raise WorkerLost(message[1])
+            raise EnvBuildError(message[1])
         self._placement = message[1]
 
     async def call(self, method: str, args: tuple[object, ...], timeout: float) -> HostReply:
@@ -105,7 +144,9 @@ class ProcessWorker(ChildProcess):
             except WorkerFailure as exc:
                 raise WorkerLost(str(exc)) from exc
         reply = message[1]
-        assert isinstance(reply, HostReply)
+        if message[0] != "reply" or not isinstance(reply, HostReply):
+            self.kill()
+            raise WorkerLost(f"unexpected message from the worker: {message!r}")
         return reply
 
     async def stop(self) -> None:

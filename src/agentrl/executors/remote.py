@@ -27,6 +27,8 @@ from agentrl.core.types import EnvAction, EnvStep, TaskInfo
 from agentrl.executors.host import HostReply
 
 __all__ = [
+    "EnvBuildError",
+    "RemoteEnvError",
     "RemoteFactory",
     "RemoteGroup",
     "Timeouts",
@@ -40,6 +42,11 @@ log = logging.getLogger(__name__)
 
 class WorkerLost(RuntimeError):
     """The worker hung past its timeout (it was killed) or died; its groups are lost."""
+
+
+class RemoteEnvError(RuntimeError):
+    """The env raised where it runs; the message is its description there (type, text and
+    where it was raised)."""
 
 
 class Worker(Protocol):
@@ -63,6 +70,15 @@ class Worker(Protocol):
     async def stop(self) -> None:
         """Shut the host down and end the worker (idempotent)."""
         ...
+
+    def kill(self) -> None:
+        """End the worker now, without asking (idempotent)."""
+        ...
+
+
+class EnvBuildError(RuntimeError):
+    """The env could not be built where the groups run (the source raised there): every group
+    would fail the same way, so the pool remembers it and starts no more workers."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +111,7 @@ class WorkerPool:
         self._workers: dict[int, Worker] = {}
         self._free = asyncio.Semaphore(size)
         self._closed = False
+        self._broken: EnvBuildError | None = None
         self.started = 0
         """Workers started so far (replacements included)."""
 
@@ -103,10 +120,16 @@ class WorkerPool:
         """The workers alive now (idle or busy)."""
         return tuple(w for w in self._workers.values() if w.alive)
 
-    async def borrow(self) -> Worker:
-        """An idle live worker, or a new one; waits while `size` are busy."""
+    def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the environment executor is closed")
+        if self._broken is not None:
+            raise self._broken
+
+    async def borrow(self) -> Worker:
+        """An idle live worker, or a new one; waits while `size` are busy. Raises
+        `EnvBuildError` (at once, once one worker met it) when the env cannot be built."""
+        self._check_open()
         await self._free.acquire()
         try:
             while self._idle:
@@ -115,10 +138,16 @@ class WorkerPool:
                     self._busy.add(id(worker))
                     return worker
                 self._workers.pop(id(worker), None)
-            if self._closed:
-                raise RuntimeError("the environment executor is closed")
-            worker = await self._start()
+            self._check_open()
+            try:
+                worker = await self._start()
+            except EnvBuildError as exc:
+                self._broken = exc
+                raise
             self.started += 1
+            if self._closed:  # closed while it started: it must not outlive the pool
+                worker.kill()
+                raise RuntimeError("the environment executor is closed")
         except BaseException:
             self._free.release()
             raise
@@ -127,17 +156,24 @@ class WorkerPool:
         return worker
 
     async def give_back(self, worker: Worker) -> None:
-        """Return a borrowed worker; a dead one is dropped (the next borrow replaces it)."""
+        """Return a borrowed worker; a dead one is dropped (the next borrow replaces it). The
+        bookkeeping is done before anything is awaited, so a cancel cannot lose the slot."""
         if id(worker) not in self._busy:
             return
         self._busy.discard(id(worker))
-        if worker.alive and not self._closed:
+        keep = worker.alive and not self._closed
+        if keep:
             self._idle.append(worker)
         else:
             self._workers.pop(id(worker), None)
-            with contextlib.suppress(Exception):
-                await worker.stop()
         self._free.release()
+        if not keep:
+            try:
+                await worker.stop()
+            except Exception as exc:
+                log.warning("stopping an environment worker failed: %s", exc)
+            finally:
+                worker.kill()
 
     async def close(self) -> None:
         """Stop every worker, idle or busy (idempotent)."""
@@ -200,17 +236,34 @@ class RemoteGroup:
             self._lost = f"{exc} (on {self._worker.placement})"
             raise
 
+    async def _open(self) -> HostReply:
+        """Borrow a worker and create the group there; a worker found dead (an idle actor whose
+        node went away) is given back and one more is borrowed."""
+        for attempt in (1, 2):
+            self._worker = await self._pool.borrow()
+            self._placement = self._worker.placement
+            try:
+                return await self._call(
+                    "open", (self._key, self._task, self._size), self._timeouts.reset
+                )
+            except WorkerLost:
+                if attempt == 2:
+                    raise
+                worker, self._worker, self._lost = self._worker, None, None
+                await asyncio.shield(self._pool.give_back(worker))
+        raise AssertionError("unreachable")
+
     async def reset(self) -> list[EnvStep]:
         """Borrow a worker, create the group there and reset it."""
+        if self._closed:
+            raise RuntimeError("reset() after close() on a remote group")
         if self._worker is not None:
             raise RuntimeError("reset() was called twice on a remote group")
-        self._worker = await self._pool.borrow()
-        self._placement = self._worker.placement
-        reply = await self._call("open", (self._key, self._task, self._size), self._timeouts.reset)
+        reply = await self._open()
         if reply.error is None:
             reply = await self._call("reset", (self._key,), self._timeouts.reset)
         if reply.error is not None:
-            raise RuntimeError(reply.error)
+            raise RemoteEnvError(reply.error)
         self._current = list(reply.steps)
         return list(self._current)
 
@@ -228,8 +281,9 @@ class RemoteGroup:
             assert self._lost is not None
             self._current = _lost_steps(self._current, actions, self._lost)
             return list(self._current)
-        if reply.error is not None:
-            raise RuntimeError(reply.error)
+        if reply.error is not None:  # the env raised: that step's branches end, as in process
+            self._current = _lost_steps(self._current, actions, reply.error)
+            return list(self._current)
         self._current = list(reply.steps)
         return list(self._current)
 
@@ -241,10 +295,12 @@ class RemoteGroup:
         worker, self._worker = self._worker, None
         if worker is None:
             return
-        if self._lost is None and worker.alive:
-            with contextlib.suppress(WorkerLost):
-                await worker.call("close_group", (self._key,), self._timeouts.reset)
-        await self._pool.give_back(worker)
+        try:
+            if self._lost is None and worker.alive:
+                with contextlib.suppress(WorkerLost):
+                    await worker.call("close_group", (self._key,), self._timeouts.reset)
+        finally:  # even when cancelled: the slot goes back to the pool
+            await asyncio.shield(self._pool.give_back(worker))
 
 
 class RemoteFactory:

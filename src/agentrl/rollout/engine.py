@@ -155,6 +155,7 @@ async def rollout_group(
         trajectories = await _scored(reward_fn, played, group_id)
         return TrajectoryGroup(group_id=group_id, task=task, trajectories=trajectories)
 
+    stepper: Stepper | None = None
     try:
         try:
             initial = await env.reset()
@@ -182,6 +183,8 @@ async def rollout_group(
             )
         )
     finally:
+        if stepper is not None:
+            await stepper.stop()
         try:
             await env.close()
         except Exception as exc:

@@ -8,6 +8,7 @@ The table of turn semantics (statuses, stop reasons, budgets) is in docs/tools-a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from collections.abc import Sequence
@@ -99,6 +100,10 @@ async def sample(
     )
 
 
+STEP_GRACE = 10.0
+"""Seconds a group torn down mid-step gives that step to finish before cancelling it."""
+
+
 class Stepper:
     """Serialises a group's env steps and batches the actions of branches ready together."""
 
@@ -114,6 +119,21 @@ class Stepper:
             self._task = asyncio.create_task(self._drain())
         return await future
 
+    async def stop(self, grace: float | None = None) -> None:
+        """The group is being torn down (an interrupt, a stale group dropped): let a step still
+        in flight finish for up to `grace` seconds (default `STEP_GRACE`), then cancel it, and
+        wait until it has stopped, so the env is never closed under a running step. (Letting it
+        finish keeps a worker shared by other groups in step with them; a step cut short ends
+        its worker.)"""
+        task, self._task = self._task, None
+        if task is None or task.done():
+            return
+        await asyncio.wait({task}, timeout=STEP_GRACE if grace is None else grace)
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
     async def _drain(self) -> None:
         batch: dict[int, tuple[EnvAction, asyncio.Future[EnvStep]]] = {}
         try:
@@ -126,10 +146,12 @@ class Stepper:
                         raise RuntimeError(f"step() returned {len(steps)} steps for {len(actions)}")
                 except Exception as exc:
                     for _, future in batch.values():
-                        future.set_exception(exc)
+                        if not future.done():
+                            future.set_exception(exc)
                 else:
                     for i, (_, future) in batch.items():
-                        future.set_result(steps[i])
+                        if not future.done():  # a branch cancelled meanwhile wants nothing
+                            future.set_result(steps[i])
                 batch = {}
         finally:
             for _, future in [*batch.values(), *self._pending.values()]:

@@ -12,11 +12,12 @@ from collections.abc import Iterator
 
 from agentrl.envs.alfworld.engine import EngineStep, state_key
 
-COMMANDS = ("go north", "hang", "boom", "die")
+COMMANDS = ("go north", "hang", "boom", "die", "slow")
 
 
 class FaultEngine:
-    """Counts steps; `hang` sleeps for an hour, `boom` raises, `die` kills the process."""
+    """Counts steps; `hang` sleeps for an hour, `boom` raises, `die` kills the process, `slow`
+    takes 0.6 s and says so."""
 
     def __init__(self) -> None:
         self.steps = 0
@@ -44,6 +45,9 @@ class FaultEngine:
             raise RuntimeError("the engine exploded")
         if command == "die":
             os._exit(7)
+        if command == "slow":
+            time.sleep(0.6)
+            return self._step("You walk slowly.")
         if command in COMMANDS:
             self.steps += 1
             return self._step(f"You walk. Steps: {self.steps}.")

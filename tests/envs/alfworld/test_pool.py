@@ -15,6 +15,7 @@ import pytest
 from agentrl.envs.alfworld.engine import ENGINES
 from agentrl.envs.alfworld.group import AlfworldEnvGroup, AlfworldEnvOptions
 from agentrl.envs.alfworld.pool import EnvWorkerPool, default_pool_size
+from agentrl.rollout.turn import Stepper
 from agentrl.types import EnvStep, TaskInfo
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
@@ -191,3 +192,34 @@ async def test_the_builder_closes_the_factory_not_the_trainer(
     await close_env_factory(factory)  # whoever built it closes it
     await close_env_factory(factory)  # idempotent
     assert not any(_alive(pid) for pid in pids)
+
+
+async def test_a_group_torn_down_mid_step_leaves_its_shared_worker_in_step(
+    fault_task: TaskInfo,
+) -> None:
+    """Two groups share one worker. The rollout tears one down mid-step (an interrupt, a stale
+    group dropped): its step is let finish, so the other group reads its own answers; a step
+    cut short (no grace) ends the worker, so the other group sees an error, never the torn
+    group's answer."""
+    options = AlfworldEnvOptions(engine="fault", max_steps=None)
+    pool = EnvWorkerPool(1)
+    try:
+        for grace, expected in ((10.0, "You walk. Steps: 1."), (0.0, None)):
+            torn = AlfworldEnvGroup(fault_task, 1, options, pool)
+            other = AlfworldEnvGroup(fault_task, 1, options, pool)
+            await torn.reset()
+            await other.reset()
+            stepper = Stepper(torn)
+            pending = asyncio.create_task(stepper.step(0, "slow"))
+            await asyncio.sleep(0.2)
+            await stepper.stop(grace=grace)
+            pending.cancel()
+            await torn.close()
+            (step,) = await other.step(["go north"])
+            if expected is None:
+                assert step.error is not None and "slowly" not in step.observation
+            else:
+                assert step.error is None and step.observation == expected
+            await other.close()
+    finally:
+        await pool.close()

@@ -53,6 +53,7 @@ __all__ = [
     "BUCKET_BYTES",
     "CommBackend",
     "DistributedContext",
+    "RankFailure",
     "datums_fingerprint",
     "device_for",
     "module_tensors",
@@ -71,6 +72,10 @@ BUCKET_BYTES = 25 << 20
 _ENV_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 T = TypeVar("T")
+
+
+class RankFailure(RuntimeError):
+    """Another rank of the job failed in the same collective call; this rank stops too."""
 
 
 @dataclass(frozen=True)
@@ -218,16 +223,30 @@ class DistributedContext:
     def summed_gradients(self, params: Sequence[torch.nn.Parameter]) -> Iterator[None]:
         """Around one call's backward passes: the gradients they add are summed over the ranks
         at the end and added to the ones the parameters held before (which were summed
-        already and must not be summed again); on an error the earlier ones are restored."""
+        already and must not be summed again); on an error the earlier ones are restored. The
+        ranks agree first that every one of them got through: a rank that raised tells the
+        others, which raise `RankFailure` instead of waiting for it in the all-reduce."""
         held = [p.grad for p in params]
         for param in params:
             param.grad = None
         try:
             yield
-        except BaseException:
+        except Exception:  # the others are told before anyone reduces: all ranks raise
+            for param, grad in zip(params, held, strict=True):
+                param.grad = grad
+            self.agree(False)
+            raise
+        except BaseException:  # an interrupt: torchrun stops every rank
             for param, grad in zip(params, held, strict=True):
                 param.grad = grad
             raise
+        if not self.agree(True):
+            for param, grad in zip(params, held, strict=True):
+                param.grad = grad
+            raise RankFailure(
+                "forward_backward failed on another rank (its own error is in that rank's "
+                "log); this rank's gradients of the call are dropped, as everywhere"
+            )
         self.all_reduce_gradients(params)
         for param, old in zip(params, held, strict=True):
             if old is None:

@@ -30,7 +30,8 @@ from multiprocessing.connection import Connection
 
 from agentrl.envs.alfworld.engine import AlfworldEngine, engine_target
 from agentrl.envs.alfworld.workers import BranchReport, _play_calls
-from agentrl.executors.child import ChildProcess, WorkerFailure, describe_error, die_with_parent
+from agentrl.executors.child import ChildProcess, WorkerFailure, become_worker, describe_error
+from agentrl.executors.process import default_workers
 
 __all__ = ["EnvWorkerPool", "WorkerLease", "default_pool_size", "serve_pool"]
 
@@ -39,11 +40,8 @@ GameKey = tuple[str, str]
 
 
 def default_pool_size() -> int:
-    """One worker per CPU this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """One worker per CPU this process may run on (as the process executor's default)."""
+    return default_workers()
 
 
 def _resident_mb() -> float | None:
@@ -76,7 +74,7 @@ def _evict(idle: OrderedDict[GameKey, list[AlfworldEngine]], games: int, memory:
 
 def serve_pool(fd: int, max_games: str, max_memory_mb: str) -> None:
     """Pool worker body: open / run / release requests for any number of slots on `fd`."""
-    die_with_parent()
+    become_worker()
     conn = Connection(fd)
     from agentrl.envs.alfworld.engine import open_engines
 
@@ -170,7 +168,11 @@ class _PoolWorker(ChildProcess):
             reports: list[BranchReport] = []
             for branch, command in calls:
                 doing = "resetting" if command is None else f"running {command!r}"
-                reports.append((await self._receive(timeout, branch, doing))[1])
+                message = await self._receive(timeout, branch, doing)
+                if message[0] != "report":
+                    self.kill()
+                    raise WorkerFailure(f"unexpected message from the worker: {message!r}", branch)
+                reports.append(message[1])
             done = await self._receive(timeout, None, "finishing")
             if done[0] != "done":
                 self.kill()

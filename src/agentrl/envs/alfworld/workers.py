@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from agentrl.envs.alfworld.engine import EngineStep, engine_target
-from agentrl.executors.child import ChildProcess, WorkerFailure, describe_error, die_with_parent
+from agentrl.executors.child import ChildProcess, WorkerFailure, become_worker, describe_error
 
 __all__ = [
     "BranchReport",
@@ -48,7 +48,7 @@ def serve(fd: int, engine: str, game_file: str, count: str) -> None:
 
     `engine` is an engine name or its loader's `module:function` target.
     """
-    die_with_parent()
+    become_worker()
     conn = Connection(fd)
     from agentrl.envs.alfworld.engine import AlfworldEngine, open_engines
 
@@ -83,7 +83,7 @@ def serve_calls(fd: int) -> None:
     """Call worker body: run `module:function(*args)` requests on `fd`, one at a time."""
     import importlib
 
-    die_with_parent()
+    become_worker()
     conn = Connection(fd)
     while True:
         try:
