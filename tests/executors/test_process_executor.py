@@ -53,6 +53,19 @@ async def play(
     )
 
 
+async def play_in_workers(
+    source: BusySource, renderer: ChatRenderer, games: int, workers: int = 1
+) -> list[TrajectoryGroup]:
+    """Play `games` groups of `source` under a process executor built and closed here."""
+    factory = executor_factory(
+        source, ExecutorOptions(kind=ExecutorKind.PROCESS, max_groups=workers)
+    )
+    try:
+        return await play(factory, renderer, games=games)
+    finally:
+        await close_env_factory(factory)
+
+
 def outcome(groups: list[TrajectoryGroup]) -> list[tuple[str, str, int, str | None]]:
     return [
         (t.task.task_id, t.stop_reason.value, len(t.turns), t.error)
@@ -179,20 +192,6 @@ def test_a_source_that_does_not_pickle_is_refused_naming_the_fix() -> None:
         executor_factory(local_source, ExecutorOptions(kind=ExecutorKind.PROCESS))
 
 
-async def test_an_env_that_cannot_be_built_is_an_env_error(renderer: ChatRenderer) -> None:
-    factory = executor_factory(
-        BusySource(steps=0), ExecutorOptions(kind=ExecutorKind.PROCESS, max_groups=1)
-    )
-    try:
-        (group,) = await play(factory, renderer, games=1)
-    finally:
-        await close_env_factory(factory)
-    for t in group.trajectories:
-        assert t.stop_reason is StopReason.ENV_ERROR
-        assert t.error is not None
-        assert "could not be built" in t.error and "steps must be >= 1" in t.error
-
-
 def test_without_ray_the_ray_executor_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     with pytest.raises(MissingExtraError, match=r"pip install 'agentrl\[ray\]'"):
@@ -282,13 +281,7 @@ class ProxyInfoSource(BusySource):
 async def test_an_answer_that_does_not_pickle_is_an_env_error_naming_the_cause(
     renderer: ChatRenderer,
 ) -> None:
-    factory = executor_factory(
-        ProxyInfoSource(burn_ms=0), ExecutorOptions(kind=ExecutorKind.PROCESS, max_groups=1)
-    )
-    try:
-        (group,) = await play(factory, renderer, games=1)
-    finally:
-        await close_env_factory(factory)
+    (group,) = await play_in_workers(ProxyInfoSource(burn_ms=0), renderer, games=1)
     for t in group.trajectories:
         assert t.stop_reason is StopReason.ENV_ERROR
         assert "does not pickle" in (t.error or "") and "info: str, int" in (t.error or "")

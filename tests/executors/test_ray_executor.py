@@ -21,7 +21,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from agentrl.chat import ChatRenderer  # noqa: E402
 from agentrl.cli import main  # noqa: E402
 from agentrl.core.env import close_env_factory  # noqa: E402
-from agentrl.core.types import StopReason  # noqa: E402
+from agentrl.core.types import StopReason, TaskInfo, TrajectoryGroup  # noqa: E402
 from agentrl.executors import ExecutorKind, ExecutorOptions, Timeouts, executor_factory  # noqa: E402
 from agentrl.executors.ray_cluster import RayExecutor  # noqa: E402
 from agentrl.rollout import RolloutConfig, rollout_batch  # noqa: E402
@@ -45,6 +45,21 @@ def cluster() -> Iterator[Cluster]:
     yield nodes
     ray.shutdown()
     nodes.shutdown()
+
+
+async def play_busy(
+    factory: Any, tokenizer: Any, tasks: list[TaskInfo], group_size: int, steps: int
+) -> list[TrajectoryGroup]:
+    """The perfect player on `tasks` of the busy env, one group each."""
+    return await rollout_batch(
+        tasks,
+        env_factory=factory,
+        sampler=PolicySampler(tokenizer, busy_reply),
+        renderer=ChatRenderer(tokenizer),
+        protocol=busy_protocol(),
+        config=RolloutConfig(group_size=group_size, max_env_steps=steps, max_assistant_tokens=32),
+        max_concurrent_groups=8,
+    )
 
 
 def node_ids() -> set[str]:
@@ -146,24 +161,10 @@ async def test_a_killed_actor_loses_only_its_branches(
         ExecutorOptions(kind=ExecutorKind.RAY, ray_address=cluster.address),
     )
     assert isinstance(factory, RayExecutor)
-    renderer = ChatRenderer(qwen_tokenizer)
     try:
-        groups = await rollout_batch(
-            busy_tasks(5),
-            env_factory=factory,
-            sampler=PolicySampler(qwen_tokenizer, busy_reply),
-            renderer=renderer,
-            protocol=busy_protocol(),
-            config=RolloutConfig(group_size=3, max_env_steps=5, max_assistant_tokens=32),
-        )
-        again = await rollout_batch(  # the killed actor is replaced: two actors again
-            busy_tasks(5)[3:],
-            env_factory=factory,
-            sampler=PolicySampler(qwen_tokenizer, busy_reply),
-            renderer=renderer,
-            protocol=busy_protocol(),
-            config=RolloutConfig(group_size=1, max_env_steps=5, max_assistant_tokens=32),
-        )
+        groups = await play_busy(factory, qwen_tokenizer, busy_tasks(5), 3, 5)
+        # the killed actor is replaced: two actors again
+        again = await play_busy(factory, qwen_tokenizer, busy_tasks(5)[3:], 1, 5)
         assert len({g.trajectories[0].placement for g in again}) == 2
         assert all(g.trajectories[0].won for g in again)
         assert len(alive_actors() - before) == 2
@@ -190,14 +191,7 @@ async def test_a_hung_step_is_cut_at_the_step_timeout(
         ),
     )
     try:
-        groups = await rollout_batch(
-            busy_tasks(3),
-            env_factory=factory,
-            sampler=PolicySampler(qwen_tokenizer, busy_reply),
-            renderer=ChatRenderer(qwen_tokenizer),
-            protocol=busy_protocol(),
-            config=RolloutConfig(group_size=2, max_env_steps=4, max_assistant_tokens=32),
-        )
+        groups = await play_busy(factory, qwen_tokenizer, busy_tasks(3), 2, 4)
     finally:
         await close_env_factory(factory)
     by_task = {g.task.task_id: g.trajectories for g in groups}
@@ -227,15 +221,7 @@ async def test_an_env_that_cannot_be_built_is_reported_with_its_cause(
     )
     assert isinstance(factory, RayExecutor)
     try:
-        groups = await rollout_batch(
-            busy_tasks(3),
-            env_factory=factory,
-            sampler=PolicySampler(qwen_tokenizer, busy_reply),
-            renderer=ChatRenderer(qwen_tokenizer),
-            protocol=busy_protocol(),
-            config=RolloutConfig(group_size=1, max_env_steps=2, max_assistant_tokens=32),
-            max_concurrent_groups=1,
-        )
+        groups = await play_busy(factory, qwen_tokenizer, busy_tasks(3), 1, 2)
         assert factory.pool.started == 0
     finally:
         await factory.close()

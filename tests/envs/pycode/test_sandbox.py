@@ -22,7 +22,7 @@ from agentrl.envs.pycode.sandbox import (
     SandboxUnavailable,
     run_sandboxed,
 )
-from tests.envs.pycode.sandbox_helpers import HOOK_OFF, alive_in, beside
+from tests.envs.pycode.sandbox_helpers import HOOK_OFF, alive_in, beside, boot_seconds
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux only")
 
@@ -61,9 +61,10 @@ def test_infinite_loop_hits_the_cpu_limit(mode: SandboxMode) -> None:
 def test_sleeping_forever_hits_the_wall_limit() -> None:
     limits = SandboxLimits(cpu_seconds=1, wall_seconds=1.0, memory_bytes=256 * 1024**2)
     result = run_sandboxed("import time\ntime.sleep(60)", limits)
+    returned_at = boot_seconds()  # what starts later is another run's (a reused namespace)
     assert result.limit is SandboxLimit.WALL and result.seconds < 5
     assert "wall-clock time limit exceeded" in result.describe()
-    assert alive_in(result) == []
+    assert alive_in(result, returned_at) == []
 
 
 @pytest.mark.parametrize("mode", MODES)
