@@ -1,11 +1,12 @@
 """The Ray executor on a real two-node Ray cluster on loopback (a head and a second node, one
 CPU each): a training update of the toy env and a pycode evaluation spread over both nodes
 (the records say which node played each group), a killed actor losing only its group's
-branches and being replaced, a hung step cut at the step timeout, and no actor left alive
-after `close()`. Needs the `ray` extra (`pip install 'agentrl[ray]'`)."""
+branches and being replaced, a node removed mid-batch losing only its group, a hung step cut
+at the step timeout, and no actor left alive after `close()`. Needs the `ray` extra (`pip install 'agentrl[ray]'`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -230,3 +231,37 @@ async def test_an_env_that_cannot_be_built_is_reported_with_its_cause(
         assert t.stop_reason is StopReason.ENV_ERROR
         assert "could not be built" in (t.error or "") and "steps must be >= 1" in (t.error or "")
     assert alive_actors() == before
+
+
+async def test_a_node_that_dies_mid_batch_loses_only_its_groups_branches(
+    cluster: Cluster, qwen_tokenizer: Any
+) -> None:
+    """A third node joins, each of three groups is played by an actor on its own node, and
+    that node is removed (its raylet and workers killed) while the groups step: the group it
+    played ends with `env_error`, the other two win. (Last in the file: the cluster shrinks
+    back to its two nodes.)"""
+    doomed = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    doomed_id = doomed.node_id[:12]
+    before = alive_actors()
+    factory = executor_factory(
+        BusySource(burn_ms=600, steps=4),
+        ExecutorOptions(kind=ExecutorKind.RAY, ray_address=cluster.address),
+    )
+    assert isinstance(factory, RayExecutor) and factory.pool.size == 3
+    try:
+        batch = asyncio.create_task(play_busy(factory, qwen_tokenizer, busy_tasks(3), 1, 6))
+        while len(factory.pool.workers) < 3:  # every group on its actor, stepping 2.4 s
+            await asyncio.sleep(0.05)
+        assert doomed_id in {node_of(w.placement) for w in factory.pool.workers}
+        await asyncio.sleep(0.5)
+        cluster.remove_node(doomed, allow_graceful=False)
+        groups = await asyncio.wait_for(batch, 120)
+    finally:
+        await factory.close()
+    by_node = {node_of(g.trajectories[0].placement): g.trajectories[0] for g in groups}
+    assert set(by_node) == {doomed_id, *node_ids()}
+    lost = by_node.pop(doomed_id)
+    assert lost.stop_reason is StopReason.ENV_ERROR and "Ray actor died" in (lost.error or "")
+    assert all(t.won for t in by_node.values())
+    assert alive_actors() <= before
