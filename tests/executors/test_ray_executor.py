@@ -2,7 +2,8 @@
 CPU each): a training update of the toy env and a pycode evaluation spread over both nodes
 (the records say which node played each group), a killed actor losing only its group's
 branches and being replaced, a node removed mid-batch losing only its group, a hung step cut
-at the step timeout, and no actor left alive after `close()`. Needs the `ray` extra (`pip install 'agentrl[ray]'`)."""
+at the step timeout, and no actor left alive after `close()`. Needs the `ray` extra
+(`pip install 'agentrl[ray]'`)."""
 
 from __future__ import annotations
 
