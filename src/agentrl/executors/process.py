@@ -15,13 +15,11 @@ import pickle
 from multiprocessing.connection import Connection
 
 from agentrl.core.errors import describe_exception
-from agentrl.core.types import TaskInfo
 from agentrl.executors.child import ChildProcess, WorkerFailure, become_worker, readable
 from agentrl.executors.host import DOING, GroupHost, GroupSource, HostReply, local_placement
 from agentrl.executors.remote import (
     EnvBuildError,
     RemoteFactory,
-    RemoteGroup,
     Timeouts,
     WorkerLost,
     WorkerPool,
@@ -110,8 +108,9 @@ def serve_host(fd: int) -> None:
 class ProcessWorker(ChildProcess):
     """Client of one worker process hosting a `GroupHost`."""
 
-    def __init__(self) -> None:
+    def __init__(self, source: GroupSource) -> None:
         super().__init__()
+        self._source = source
         self._placement = "a worker process (starting)"
 
     @property
@@ -119,19 +118,16 @@ class ProcessWorker(ChildProcess):
         """`host NAME pid N` of the worker process."""
         return self._placement
 
-    async def start(self, source: GroupSource, timeout: float) -> None:
-        """Start the process and build the env there; `WorkerLost` if it does not come up."""
+    async def start(self, timeout: float) -> None:
+        """Start the process and build the env there; `WorkerLost` if it does not come up,
+        `EnvBuildError` if the env cannot be built (the pool kills it either way)."""
         self._spawn(f"{__name__}:serve_host")
         try:
-            self._send(source, None)
+            self._send(self._source, None)
             message = await self._receive(timeout, None, "starting")
         except WorkerFailure as exc:
             raise WorkerLost(str(exc)) from exc
-        except BaseException:  # cancelled while starting: no process is left behind
-            self.kill()
-            raise
         if message[0] != "ready":
-            self.kill()
             raise EnvBuildError(message[1])
         self._placement = message[1]
 
@@ -167,14 +163,7 @@ class ProcessExecutor(RemoteFactory):
         check_picklable(source, "process")
         self.source = source
         timeouts = timeouts or Timeouts()
-
-        async def start() -> ProcessWorker:
-            worker = ProcessWorker()
-            await worker.start(source, timeouts.start)
-            return worker
-
-        super().__init__(WorkerPool(start, workers or default_workers()), timeouts)
-
-    def __call__(self, task: TaskInfo, group_size: int) -> RemoteGroup:
-        """A group of `task`, played in a worker process from `reset()` on."""
-        return super().__call__(task, group_size)
+        pool = WorkerPool(
+            lambda: ProcessWorker(source), workers or default_workers(), timeouts.start
+        )
+        super().__init__(pool, timeouts)

@@ -21,12 +21,10 @@ from typing import Any, TypeVar
 
 from agentrl._optional import require
 from agentrl.core.errors import describe_exception
-from agentrl.core.types import TaskInfo
 from agentrl.executors.host import DOING, GroupHost, GroupSource, HostReply, local_placement
 from agentrl.executors.remote import (
     EnvBuildError,
     RemoteFactory,
-    RemoteGroup,
     Timeouts,
     WorkerLost,
     WorkerPool,
@@ -154,7 +152,6 @@ class RayWorker:
                 "cluster have a free CPU, see `ray status`, and agentrl installed on every node?)"
             ) from exc
         if status != "ready":
-            self.kill()
             raise EnvBuildError(text)
         self._placement = text
 
@@ -220,23 +217,13 @@ class RayExecutor(RemoteFactory):
         timeouts = timeouts or Timeouts()
         actor_class = ray.remote(HostActor)
 
-        async def start() -> RayWorker:
+        def make() -> RayWorker:
             handle = actor_class.options(
                 num_cpus=env_cpus, scheduling_strategy="SPREAD", max_restarts=0
             ).remote(source)
-            worker = RayWorker(handle, env_cpus)
-            try:
-                await worker.start(timeouts.start)
-            except BaseException:
-                worker.kill()
-                raise
-            return worker
+            return RayWorker(handle, env_cpus)
 
-        super().__init__(WorkerPool(start, max_groups), timeouts)
-
-    def __call__(self, task: TaskInfo, group_size: int) -> RemoteGroup:
-        """A group of `task`, played on a Ray actor from `reset()` on."""
-        return super().__call__(task, group_size)
+        super().__init__(WorkerPool(make, max_groups, timeouts.start), timeouts)
 
     async def close(self) -> None:
         """Kill every actor; shut Ray down when this executor started it (idempotent)."""

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,6 +62,11 @@ class Worker(Protocol):
         """False once it died, was killed or was stopped."""
         ...
 
+    async def start(self, timeout: float) -> None:
+        """Come up and build the env (`EnvBuildError` if it cannot be built, `WorkerLost` if
+        the worker does not come up within `timeout` seconds)."""
+        ...
+
     async def call(self, method: str, args: tuple[object, ...], timeout: float) -> HostReply:
         """Run a host call; raise `WorkerLost` (and kill the worker) past `timeout` seconds or
         when the worker is gone."""
@@ -99,13 +104,15 @@ class Timeouts:
 
 
 class WorkerPool:
-    """At most `size` workers, started by `start()` on demand, each hosting one group at once."""
+    """At most `size` workers, made by `make()` and started on demand, each hosting one group
+    at once."""
 
-    def __init__(self, start: Callable[[], Awaitable[Worker]], size: int) -> None:
+    def __init__(self, make: Callable[[], Worker], size: int, start_timeout: float) -> None:
         if size < 1:
             raise ValueError(f"a worker pool needs size >= 1, got {size}")
         self.size = size
-        self._start = start
+        self._make = make
+        self._start_timeout = start_timeout
         self._idle: list[Worker] = []
         self._busy: set[int] = set()
         self._workers: dict[int, Worker] = {}
@@ -139,11 +146,7 @@ class WorkerPool:
                     return worker
                 self._workers.pop(id(worker), None)
             self._check_open()
-            try:
-                worker = await self._start()
-            except EnvBuildError as exc:
-                self._broken = exc
-                raise
+            worker = await self._start()
             self.started += 1
             if self._closed:  # closed while it started: it must not outlive the pool
                 worker.kill()
@@ -153,6 +156,21 @@ class WorkerPool:
             raise
         self._workers[id(worker)] = worker
         self._busy.add(id(worker))
+        return worker
+
+    async def _start(self) -> Worker:
+        """A new started worker; one that fails or is cancelled while starting is killed (no
+        process or actor is left behind), and a build failure is remembered."""
+        worker = self._make()
+        try:
+            await worker.start(self._start_timeout)
+        except EnvBuildError as exc:
+            self._broken = exc
+            worker.kill()
+            raise
+        except BaseException:
+            worker.kill()
+            raise
         return worker
 
     async def give_back(self, worker: Worker) -> None:
@@ -168,22 +186,24 @@ class WorkerPool:
             self._workers.pop(id(worker), None)
         self._free.release()
         if not keep:
-            try:
-                await worker.stop()
-            except Exception as exc:
-                log.warning("stopping an environment worker failed: %s", exc)
-            finally:
-                worker.kill()
+            await _stop(worker)
 
     async def close(self) -> None:
         """Stop every worker, idle or busy (idempotent)."""
         self._closed = True
         workers, self._workers, self._idle = list(self._workers.values()), {}, []
         for worker in workers:
-            try:
-                await worker.stop()
-            except Exception as exc:
-                log.warning("stopping an environment worker failed: %s", exc)
+            await _stop(worker)
+
+
+async def _stop(worker: Worker) -> None:
+    """Stop `worker`; kill it when stopping fails (logged, never raised)."""
+    try:
+        await worker.stop()
+    except Exception as exc:
+        log.warning("stopping an environment worker failed: %s", exc)
+    finally:
+        worker.kill()
 
 
 def _lost_steps(
