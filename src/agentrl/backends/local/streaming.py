@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Protocol
 
 import torch
@@ -71,7 +70,7 @@ class LocalGradientStream:
             raise RuntimeError("this gradient stream is finished; open a new one per batch")
         engine = self.backend.engine
         distributed = self.backend.distributed
-        replaced = False
+        replaced: bool | None = None
         if distributed is not None:  # count what every rank trains on (rank 0's if they differ)
             datums, replaced = distributed.agreed_datums(
                 datums, str(self.loss), repr(self.config), "sum"
@@ -87,9 +86,8 @@ class LocalGradientStream:
                 micro_batch_tokens=self.backend.micro_batch_tokens,
                 normalisation="sum",
                 distributed=distributed,
+                agreed=replaced,
             )
-        if replaced:
-            part = replace(part, metrics={**part.metrics, "datums_from_rank0": 1.0})
         tokens, sequences = batch_totals(datums)
         self.tokens += tokens
         self.sequences += sequences

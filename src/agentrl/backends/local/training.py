@@ -172,16 +172,19 @@ def run_forward_backward(
     micro_batch_tokens: int,
     normalisation: Normalisation = "tokens",
     distributed: DistributedContext | None = None,
+    agreed: bool | None = None,
 ) -> ForwardBackwardResult:
     """Accumulate gradients of `loss` over `datums` into the trainable parameters.
 
     With `distributed`, every rank passes the same `datums`: each trains on its shard
     (`shard_indices`), divided by the divisor of the whole list, and the gradients this call
     adds are summed over the ranks; the result reports the whole list (see
-    `agentrl.backends.local.distributed`)."""
+    `agentrl.backends.local.distributed`). The ranks first agree on the datums
+    (`agreed_datums`), unless the caller already did: then `agreed` says whether rank 0's
+    datums replaced this rank's."""
     datums = list(datums)
-    broadcast = False
-    if distributed is not None:  # first, so that every rank validates the same datums
+    broadcast = bool(agreed)
+    if distributed is not None and agreed is None:  # first: every rank validates the same
         datums, broadcast = distributed.agreed_datums(
             datums, str(LossName(loss)), repr(config), normalisation
         )
