@@ -3,26 +3,31 @@
 1. A teacher: the learning recipe with the winners-only warm start (the random policy's won
    games) and RL (`--teacher-updates` updates at lr 1e-4), checkpointed in `--out/teacher`
    (reused when already there).
-2. Per seed, two students from the same random-policy warm start and the same games: `rl`
-   (GroupMean advantages, PPO, the recipe's reward) and `opd` (the Trainer's distillation
+2. Per seed, four students from the same random-policy warm start and the same games: `rl`
+   (GroupMean advantages, PPO, the recipe's reward), `opd` (the Trainer's distillation
    mode: per-token advantage = teacher logprob - student logprob, importance-sampling loss,
-   `agentrl.training.distillation`), and `rft` (rejection sampling: cross entropy on each
-   update's won trajectories, `agentrl.training.rejection`; no teacher). All sample the same
-   groups per update (8 games x 8), so an update costs each the same rollouts; OPD adds one
-   teacher forward pass per trajectory.
-3. Held-out success every `--eval-every` updates; updates to reach 90%.
+   `agentrl.training.distillation`), `rft` (rejection sampling: cross entropy on each
+   update's won trajectories, `agentrl.training.rejection`; no teacher) and `imitate` (SFT on
+   the teacher's won trajectories: the teacher plays each update's games,
+   `Trainer(behaviour=...)`, and the student trains by cross entropy on the won ones). All
+   play the same groups per update (8 games x 8), so an update costs each the same rollouts;
+   OPD adds one teacher forward pass per trajectory.
+3. Held-out success every `--eval-every` updates; updates to reach 90% (a run stops at the
+   first evaluation that reaches it).
 
 Writes `--out/runs/*.json` (each run's curve), `--out/summary.md` and `--out/curves.png`;
 the last line is
 
     rl_updates_to_90=X opd_updates_to_90=Y speedup=X/Y seeds=N rl_reached=K opd_reached=L
-    rft_updates_to_90=Z rft_reached=M
+    rft_updates_to_90=Z rft_reached=M imitate_updates_to_90=W imitate_reached=J
 
 (means over seeds; a run that never reached 90% counts as `--updates + --eval-every`, a lower
 bound, and is left out of `*_reached`).
 
     python benchmarks/distillation.py --out runs/distillation            # 3 seeds
     python benchmarks/distillation.py --out runs/distillation --size smoke   # plumbing
+    python benchmarks/distillation.py --out runs/distillation --variants imitate  # one more,
+                                         # the others read from the earlier call's runs
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from pathlib import Path
 
 from agentrl.recipes import learning
 
-VARIANTS = ("rl", "opd", "rft")
+VARIANTS = ("rl", "opd", "rft", "imitate")
 TARGET = 0.9
 TEACHER_SEED = 100
 TEACHER_LR = 1e-4
@@ -102,7 +107,12 @@ def worker(args: argparse.Namespace) -> None:
         teacher = asyncio.run(learning.load_teacher(teacher_cfg, tokenizer, args.out / "teacher"))
         distillation = Distillation(teacher, kl_coef=1.0, reward_coef=0.0)
         setup = replace(setup, loss=LossName.IMPORTANCE_SAMPLING)
-    rejection = RejectionSampling() if args.variant == "rft" else None
+    behaviour = None
+    if args.variant == "imitate":  # SFT on the teacher's won games, played as the others play
+        behaviour = asyncio.run(
+            learning.load_teacher(teacher_setup(args), tokenizer, args.out / "teacher")
+        )
+    rejection = RejectionSampling() if args.variant in ("rft", "imitate") else None
     name = f"{args.variant}-seed{args.seed}"
 
     def point(p: object) -> None:
@@ -116,6 +126,8 @@ def worker(args: argparse.Namespace) -> None:
             on_point=point,
             distillation=distillation,
             rejection=rejection,
+            behaviour=behaviour,
+            stop_at=TARGET,
         )
 
     result = asyncio.run(run())
@@ -137,6 +149,18 @@ def _launch(args: argparse.Namespace, variant: str, seed: int) -> dict[str, obje
     data: dict[str, object] = json.loads(
         (args.out / "runs" / f"{variant}-seed{seed}.json").read_text()
     )
+    return data
+
+
+def _earlier_run(args: argparse.Namespace, variant: str, seed: int) -> dict[str, object]:
+    """A run of an earlier call (`--variants` left `variant` out), read from `--out/runs`."""
+    path = args.out / "runs" / f"{variant}-seed{seed}.json"
+    if not path.exists():
+        raise SystemExit(
+            f"{path} is missing: --variants left {variant} out and no earlier run of it is in "
+            f"{args.out}; run it too (e.g. --variants {variant})"
+        )
+    data: dict[str, object] = json.loads(path.read_text())
     return data
 
 
@@ -180,7 +204,8 @@ def summarise(
         f"rl_updates_to_90={means['rl']:.1f} opd_updates_to_90={means['opd']:.1f} "
         f"speedup={speedup:.2f} seeds={args.seeds} rl_reached={reached['rl']} "
         f"opd_reached={reached['opd']} rft_updates_to_90={means['rft']:.1f} "
-        f"rft_reached={reached['rft']}"
+        f"rft_reached={reached['rft']} imitate_updates_to_90={means['imitate']:.1f} "
+        f"imitate_reached={reached['imitate']}"
     )
     return "\n".join(lines) + "\n", last
 
@@ -193,7 +218,9 @@ def plot(runs: dict[str, list[dict[str, object]]], path: Path) -> None:
     figure = Figure(figsize=(7, 4))
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    for variant, colour in zip(VARIANTS, ("tab:blue", "tab:orange", "tab:green"), strict=True):
+    for variant, colour in zip(
+        VARIANTS, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=True
+    ):
         for k, run in enumerate(runs[variant]):
             curve = run["curve"]
             assert isinstance(curve, list)
@@ -223,6 +250,12 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=100)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--teacher-updates", type=int, default=20)
+    parser.add_argument(
+        "--variants",
+        default=None,
+        help=f"comma-separated subset of {','.join(VARIANTS)} to run (default: all); the "
+        "others are read from the runs of an earlier call in --out",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", choices=VARIANTS, default="rl", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -237,12 +270,21 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     teacher = train_teacher(args)
     print(f"teacher: held-out success {teacher:.3f} ({args.out / 'teacher'})", flush=True)
-    jobs = [(v, s) for v in VARIANTS for s in range(args.seeds)]
+    chosen = VARIANTS if args.variants is None else tuple(args.variants.split(","))
+    unknown = sorted(set(chosen) - set(VARIANTS))
+    if unknown:
+        parser.error(
+            f"--variants: unknown {', '.join(unknown)} (choose from {', '.join(VARIANTS)})"
+        )
+    jobs = [(v, s) for v in chosen for s in range(args.seeds)]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         done = list(pool.map(lambda job: _launch(args, *job), jobs))
     runs: dict[str, list[dict[str, object]]] = {v: [] for v in VARIANTS}
     for (variant, _), run in zip(jobs, done, strict=True):
         runs[variant].append(run)
+    for variant in VARIANTS:
+        if variant not in chosen:
+            runs[variant] = [_earlier_run(args, variant, seed) for seed in range(args.seeds)]
     table, last = summarise(args, runs)
     minutes = (time.perf_counter() - started) / 60
     summary = f"Teacher held-out success {teacher:.3f}; {minutes:.1f} minutes.\n\n{table}"

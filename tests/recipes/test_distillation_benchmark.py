@@ -30,10 +30,11 @@ def test_distillation_benchmark_smoke(tmp_path: Path) -> None:
     pattern = (
         r"rl_updates_to_90=[\d.]+ opd_updates_to_90=[\d.]+ speedup=[\d.]+ seeds=1 "
         r"rl_reached=[01] opd_reached=[01] rft_updates_to_90=[\d.]+ rft_reached=[01]"
+        r" imitate_updates_to_90=[\d.]+ imitate_reached=[01]"
     )
     assert re.fullmatch(pattern, last), last
     assert list((out / "teacher" / "checkpoints").glob("update-0002.json"))
-    for variant in ("rl", "opd", "rft"):
+    for variant in ("rl", "opd", "rft", "imitate"):
         run = json.loads((out / "runs" / f"{variant}-seed0.json").read_text())
         assert [p["update"] for p in run["curve"]] == [0, 1, 2]
     opd = json.loads((out / "runs" / "opd-seed0.json").read_text())
@@ -41,3 +42,11 @@ def test_distillation_benchmark_smoke(tmp_path: Path) -> None:
     summary = (out / "summary.md").read_text()
     assert "| rl | 0 |" in summary and "| opd | 0 |" in summary
     assert (out / "curves.png").stat().st_size > 0
+    # one variant again: the others' runs are read back, the summary is whole again
+    (out / "runs" / "imitate-seed0.json").unlink()
+    again = subprocess.run(
+        [*command, "--variants", "imitate"], capture_output=True, text=True, timeout=600
+    )
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert again.stdout.strip().splitlines()[-1] == last
+    assert "| imitate | 0 |" in (out / "summary.md").read_text()

@@ -97,3 +97,69 @@ def test_the_config_objective_chooses_the_trainers_mode(
     assert rft is not None and rft.keep is won
     with pytest.raises(ValueError, match=r"objective opd needs Trainer\(distillation="):
         trainer(objective="opd", teacher_model=str(tmp_path / "teacher.json"))
+
+
+async def test_imitation_trains_the_behaviour_models_trajectories(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    """`Trainer(behaviour=...)` with RFT: another model (the tiny model after five steps on one
+    reply) plays every game and the student is trained on what it played: each trained datum's
+    sampling logprobs are that model's logprobs of its tokens (to 1e-3), not the student's."""
+    from agentrl.algo.datums import completion_datum
+    from agentrl.algo.distillation import datum_tokens, teacher_targets
+    from agentrl.backends.base import AdamParams, LossConfig
+
+    config = toy_config(
+        tmp_path / "student",
+        max_steps=1,
+        group_size=4,
+        max_episode_steps=2,
+        max_assistant_tokens=16,
+        seed=0,
+    )
+    other = tiny_backend(toy_config(tmp_path / "other"), qwen_tokenizer)
+    reply = qwen_tokenizer.encode("take the mug")
+    lesson = completion_datum(
+        qwen_tokenizer.encode("You are in a room."), reply, [0.0] * len(reply)
+    )
+    for _ in range(5):  # another model: the same tiny model after a few steps on one reply
+        await other.forward_backward([lesson], LossName.CROSS_ENTROPY, LossConfig())
+        await other.optim_step(AdamParams(learning_rate=1e-2))
+    teacher = await other.sampler()
+    student = Recording(tiny_backend(config, qwen_tokenizer))
+    own = await student.inner.sampler()
+
+    async def behaviour() -> Any:
+        return teacher
+
+    trainer = toy_env_trainer(
+        config,
+        qwen_tokenizer,
+        student,
+        rejection=RejectionSampling(keep=lambda t: True),
+        behaviour=behaviour,
+    )
+    try:
+        metrics = await trainer.update(1)
+    finally:
+        await trainer.close()
+    ((datums, loss),) = student.calls
+    assert loss is LossName.CROSS_ENTROPY and metrics.backend["rft/kept"] == 8
+    for datum in datums:
+        on = datum.mask > 0
+        by_teacher = teacher_targets(datum, await teacher.compute_logprobs(datum_tokens(datum)))
+        by_student = teacher_targets(datum, await own.compute_logprobs(datum_tokens(datum)))
+        np.testing.assert_allclose(datum.logprobs[on], by_teacher[on], atol=1e-3)
+        assert np.abs(datum.logprobs[on] - by_student[on]).mean() > 0.1  # 0.2-0.7 measured
+
+
+def test_behaviour_is_refused_outside_imitation(tmp_path: Path, qwen_tokenizer: Any) -> None:
+    config = toy_config(tmp_path)
+
+    async def behaviour() -> Any:
+        raise AssertionError("never sampled")
+
+    with pytest.raises(ValueError, match=r"pass rejection=RejectionSampling"):
+        toy_env_trainer(
+            config, qwen_tokenizer, tiny_backend(config, qwen_tokenizer), behaviour=behaviour
+        )

@@ -36,6 +36,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -266,7 +267,9 @@ async def learn(
     wrap_env: EnvWrapper | None = None,
     distillation: Distillation | None = None,
     rejection: RejectionSampling | None = None,
+    behaviour: Sampler | None = None,
     save: bool = False,
+    stop_at: float | None = None,
 ) -> LearningResult:
     """The learning recipe on `env`: the random valid policy's held-out success; a warm start
     of `setup.sft_steps` supervised steps on `setup.demos` demonstrations of `warm_policy`
@@ -276,8 +279,12 @@ async def learn(
     `tokenizer` defaults to `env_tokenizer(env)` (the project BPE trained on the env's rendered
     random play); `wrap_env` wraps the env factory of every rollout (e.g. delays in a test);
     with `distillation` the updates distil its teacher (on-policy distillation) instead of RL
-    on the reward alone, with `rejection` they train on the kept trajectories (RFT); `save`
-    checkpoints the last update's weights in `run_dir` (`load_teacher` reads them)."""
+    on the reward alone, with `rejection` they train on the kept trajectories (RFT), and with
+    `behaviour` as well those trajectories are played by that sampler (e.g. a teacher's: SFT on
+    its winning trajectories) instead of the model being trained; `save`
+    checkpoints the last update's weights in `run_dir` (`load_teacher` reads them); `stop_at`
+    ends the run at the first held-out evaluation whose success reaches it (a benchmark that
+    counts updates to a target need not play on)."""
     from agentrl.config import TrainConfig
     from agentrl.reporting.sinks import MultiSink
     from agentrl.testing import KeyedPolicySampler
@@ -340,6 +347,7 @@ async def learn(
         progress=False,
         distillation=distillation,
         rejection=rejection,
+        behaviour=None if behaviour is None else partial(_same, behaviour),
     )
 
     async def evaluate(update: int) -> EvalPoint:
@@ -354,8 +362,10 @@ async def learn(
     curve = [await evaluate(0)]
     train_success: list[float] = []
     degenerate = 0
+    number = 0
     try:
-        for number in range(1, setup.updates + 1):
+        while number < setup.updates and (stop_at is None or curve[-1].success < stop_at):
+            number += 1
             metrics = await trainer.update(number)
             train_success.append(metrics.stats.success_rate)
             degenerate += metrics.degenerate_groups
@@ -364,7 +374,7 @@ async def learn(
             if number % setup.eval_every == 0 or number == setup.updates:
                 curve.append(await evaluate(number))
         if save:
-            await trainer.save(setup.updates)
+            await trainer.save(number)
     finally:
         await trainer.close()  # rollouts still running ahead (k >= 1, async) are cancelled
     extra = {} if env.random_success is None else {"random_success_exact": env.random_success}
@@ -380,6 +390,11 @@ async def learn(
     )
 
 
+async def _same(sampler: Sampler) -> Sampler:
+    """`sampler` itself, as a `Trainer(behaviour=...)` (a sampler of fixed weights)."""
+    return sampler
+
+
 async def run_learning(
     setup: LearningSetup,
     tokenizer: Any,
@@ -390,12 +405,15 @@ async def run_learning(
     wrap_env: EnvWrapper | None = None,
     distillation: Distillation | None = None,
     rejection: RejectionSampling | None = None,
+    behaviour: Sampler | None = None,
     save: bool = False,
+    stop_at: float | None = None,
 ) -> LearningResult:
     """The fetch recipe: `learn` on `fetch_learning_env(setup)` with `tokenizer`
     (`fetch_tokenizer(setup)`). `wrap_env` wraps the env factory of every rollout;
     `distillation`: on-policy distillation of its teacher; `rejection`: rejection-sampling
-    fine-tuning; `save`: checkpoint the end (see `learn`)."""
+    fine-tuning (with `behaviour`: of that sampler's trajectories); `save`: checkpoint the end;
+    `stop_at`: stop at an evaluation reaching it (see `learn`)."""
     return await learn(
         fetch_learning_env(setup),
         setup,
@@ -406,7 +424,9 @@ async def run_learning(
         wrap_env=wrap_env,
         distillation=distillation,
         rejection=rejection,
+        behaviour=behaviour,
         save=save,
+        stop_at=stop_at,
     )
 
 

@@ -31,7 +31,9 @@ or with `async_rollouts` `agentrl.training.asynchronous` (partial rollouts under
 bound): control runs one way, the trainer asks its source for scored groups and the source
 plays them with `play_tasks` / `play_group` (bound to the trainer's env factory, renderer,
 protocol, rollout config and reward), never calling back into the trainer. The env factory
-belongs to whoever built it: the trainer never closes it.
+belongs to whoever built it: the trainer never closes it. Besides RL: `distillation` (a
+teacher's per-token signal), `rejection` (cross entropy on kept trajectories) and, with it,
+`behaviour` (the games played by another model's sampler: imitation of its winners).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -139,6 +141,7 @@ class Trainer:
         player: GroupPlayer | None = None,
         distillation: Distillation | None = None,
         rejection: RejectionSampling | None = None,
+        behaviour: Callable[[], Awaitable[Sampler]] | None = None,
     ) -> None:
         if not tasks:
             raise ValueError("Trainer needs at least one training task")
@@ -206,7 +209,7 @@ class Trainer:
             self.tasks,
             rollout=self.play,
             player=self.play_group,
-            sampler=self.backend.sampler,
+            sampler=self.backend.sampler if behaviour is None else behaviour,
             estimator=self.estimator,
         )
         self._uncommitted: CheckpointInfo | None = None
@@ -225,6 +228,16 @@ class Trainer:
         trajectories)."""
         if distillation is not None and rejection is not None:
             raise ValueError("a Trainer distils (distillation) or filters (rejection), not both")
+        if behaviour is not None and (rejection is None or player is not None):
+            raise ValueError(
+                "Trainer(behaviour=...) plays the games with another model's sampler, which only "
+                "imitation trains on: pass rejection=RejectionSampling(...) (cross entropy on the "
+                "kept trajectories) and no player; RL and distillation train on the student's "
+                "own samples"
+            )
+        self.behaviour = behaviour
+        """Who samples the rollouts when not the backend's live weights (imitation of another
+        model's kept trajectories)."""
         if config.stream_groups:
             if distillation is not None or rejection is not None:
                 raise ValueError(
