@@ -14,9 +14,7 @@ def run(args: argparse.Namespace) -> int:
     """Run `agentrl demo`; the exit status."""
     from agentrl.recipes.demo import DEMO_SIZES, run_demo
 
-    report = run_demo(
-        args.out, DEMO_SIZES[args.size], overwrite=args.overwrite, yield_to_learning=True
-    )
+    report = run_demo(args.out, DEMO_SIZES[args.size], overwrite=args.overwrite)
     print(report.describe())
     return 0
 

@@ -25,7 +25,6 @@ PyTRIO).
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import time
 from collections.abc import Sequence
@@ -288,14 +287,9 @@ def run_demo(
     games: Path | None = None,
     overwrite: bool = False,
     progress: bool = True,
-    yield_to_learning: bool = False,
 ) -> DemoReport:
     """Run the demo into `out`; games are generated into `<out>/games` (kept and reused
-    between runs) unless `games` names an existing data root. `yield_to_learning` (what
-    `agentrl demo` does): once the learning phase has started in its own process, this
-    process and the ALFWorld phases' workers run at a lower CPU priority (`os.nice(10)`, which
-    cannot be undone without privileges: for a process of its own), so that on a busy
-    machine the learning phase, the longer one, is not slowed by the phases beside it."""
+    between runs) unless `games` names an existing data root."""
     from agentrl.envs.alfworld.generate import generate_games
 
     size = size or DEMO_SIZES["default"]
@@ -315,8 +309,6 @@ def run_demo(
     learning = None
     if size.learning is not None:
         learning = _start_learning_phase(out, size.learning)
-        if yield_to_learning:
-            os.nice(10)
     try:
         if games is None:
             games = out / "games"
