@@ -54,7 +54,13 @@ TEACHER_LR = 1e-4
 def student_setup(args: argparse.Namespace, seed: int) -> learning.LearningSetup:
     """The students' setup (both variants): the preset with `seed`, `--updates`, `--eval-every`."""
     base = learning.BENCHMARK if args.size == "benchmark" else learning.SMOKE
-    return replace(base, seed=seed, updates=args.updates, eval_every=args.eval_every)
+    return replace(
+        base,
+        seed=seed,
+        updates=args.updates,
+        eval_every=args.eval_every,
+        optim_substeps=args.substeps,
+    )
 
 
 def teacher_setup(args: argparse.Namespace) -> learning.LearningSetup:
@@ -139,7 +145,7 @@ def _launch(args: argparse.Namespace, variant: str, seed: int) -> dict[str, obje
     command = [sys.executable, __file__, "--worker", "--variant", variant, "--seed", str(seed)]
     command += ["--out", str(args.out), "--size", args.size, "--threads", str(args.threads)]
     command += ["--updates", str(args.updates), "--eval-every", str(args.eval_every)]
-    command += ["--teacher-updates", str(args.teacher_updates)]
+    command += ["--teacher-updates", str(args.teacher_updates), "--substeps", str(args.substeps)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
@@ -251,6 +257,12 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--teacher-updates", type=int, default=20)
     parser.add_argument(
+        "--substeps",
+        type=int,
+        default=1,
+        help="optimizer steps per update for every student (TrainConfig.optim_substeps)",
+    )
+    parser.add_argument(
         "--variants",
         default=None,
         help=f"comma-separated subset of {','.join(VARIANTS)} to run (default: all); the "
@@ -260,7 +272,15 @@ def main() -> None:
     parser.add_argument("--variant", choices=VARIANTS, default="rl", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    for name in ("seeds", "jobs", "threads", "updates", "eval_every", "teacher_updates"):
+    for name in (
+        "seeds",
+        "jobs",
+        "threads",
+        "updates",
+        "eval_every",
+        "teacher_updates",
+        "substeps",
+    ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.worker:

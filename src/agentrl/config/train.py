@@ -54,6 +54,12 @@ class TrainConfig(CommonConfig):
     grad_clip_norm: float = Field(
         1.0, ge=0.0, description="clip the global gradient norm to this (0 disables)"
     )
+    optim_substeps: int = Field(
+        1,
+        ge=1,
+        description="optimizer steps per update: the batch's trajectories in this many "
+        "consecutive parts, one forward_backward and one optim_step each (1: the recipe)",
+    )
     objective: Objective = Field(
         Objective.RL,
         description="what updates train on: rl (advantages, the recipe), rft (cross entropy "
@@ -236,6 +242,11 @@ class TrainConfig(CommonConfig):
     def _check_streaming(self) -> Self:
         if not self.stream_groups:
             return self
+        if self.optim_substeps > 1:
+            raise ValueError(
+                f"--stream-groups and --optim-substeps {self.optim_substeps} cannot be combined: "
+                "a streamed batch ends in one optimizer step; pick one"
+            )
         if self.max_steps_off_policy > 0:
             raise ValueError(
                 f"--stream-groups and --max-steps-off-policy {self.max_steps_off_policy} cannot "

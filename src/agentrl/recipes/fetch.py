@@ -61,6 +61,8 @@ class LearningSetup:
     normalisation: LossNormalisation = LossNormalisation.TOKENS
     norm_constant: float | None = None
     tis_cap: float | None = None
+    optim_substeps: int = 1
+    """Optimizer steps per update (`TrainConfig.optim_substeps`): 1, the recipe's one step."""
     max_steps_off_policy: int = 0
     """0: the recipe's synchronous loop; 1: sampled by the previous update's weights, so the
     ratio differs from 1 and the losses differ (`benchmarks/losses.py`)."""

@@ -327,6 +327,7 @@ async def learn(
             norm_constant=setup.norm_constant,
             tis_cap=setup.tis_cap,
             max_steps_off_policy=setup.max_steps_off_policy,
+            optim_substeps=setup.optim_substeps,
             async_rollouts=setup.async_rollouts,
             max_staleness=setup.max_staleness,
             seed=setup.seed,

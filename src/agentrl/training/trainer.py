@@ -11,8 +11,10 @@ Each update `n` (1-based):
    the trainer *scored* groups); trajectories whose advantages are all zero are skipped; one
    datum per remaining trajectory (`scored_datums`);
 5. one `forward_backward` (PPO, clip 0.8 / 1.2 by default) and one `optim_step` (skipped when
-   no datum is left, e.g. every group degenerate); with `stream_groups`, steps 4-5 run group by
-   group while the rollout goes on (`agentrl.training.streaming`), still ending in ONE `optim_step`;
+   no datum is left, e.g. every group degenerate), or with `optim_substeps = m` one of each on m
+   consecutive parts of whole trajectories (`agentrl.training.substeps`); with `stream_groups`,
+   steps 4-5 run group by group while the rollout goes on (`agentrl.training.streaming`), still
+   ending in ONE `optim_step`;
 6. metrics (reward, success overall and per task type, invalid actions, env steps, tokens,
    truncation, degenerate groups, loss, seconds per phase) to the sinks; the trajectories (as
    text) to `rollouts.jsonl`.
@@ -47,7 +49,7 @@ from functools import partial
 from pathlib import Path
 
 from agentrl.algo.advantages import AdvantageEstimator, Advantages, ScoredGroup
-from agentrl.algo.datums import scored_trajectory_datums
+from agentrl.algo.datums import Datum, scored_trajectory_datums
 from agentrl.algo.metrics import UpdateMetrics, update_metrics
 from agentrl.algo.rewards import Reward
 from agentrl.backends.base import (
@@ -93,6 +95,7 @@ from agentrl.training.streaming import (
     finish_streamed,
     open_streamer,
 )
+from agentrl.training.substeps import run_substeps
 
 __all__ = ["ORDER_FIELDS", "TrainResult", "Trainer", "task_batch"]
 
@@ -290,11 +293,28 @@ class Trainer:
                 "distill/teacher_logprob": batch.teacher_logprob,
             }
             timings["teacher"] = time.perf_counter() - clock
-        clock = time.perf_counter()
-        result = await self.backend.forward_backward(datums, config.loss, config.loss_config())
-        timings["forward_backward"] = time.perf_counter() - clock
-        trained = await self._step(result, timings)
+        trained = await self._fit(datums, config.loss, config.loss_config(), timings)
         return replace(trained, scalars={**trained.scalars, **teacher}, advantages=advantages)
+
+    async def _fit(
+        self,
+        datums: Sequence[Datum],
+        loss: LossName,
+        loss_config: LossConfig,
+        timings: dict[str, float],
+    ) -> _Trained:
+        """`forward_backward` and `optim_step` on `datums`: once, or on each of
+        `config.optim_substeps` parts of whole trajectories (`agentrl.training.substeps`)."""
+        adam = self.config.adam_params()
+        result, optim, fb_seconds, optim_seconds = await run_substeps(
+            datums,
+            self.config.optim_substeps,
+            lambda part: self.backend.forward_backward(part, loss, loss_config),
+            lambda: self.backend.optim_step(adam),
+        )
+        timings["forward_backward"] = fb_seconds
+        timings["optim_step"] = optim_seconds
+        return _Trained(result, optim, timings)
 
     async def _train_kept(
         self, scored: Sequence[ScoredGroup], seconds: float, advantages: Advantages
@@ -306,12 +326,7 @@ class Trainer:
         timings = {"advantages": seconds + time.perf_counter() - clock}
         if not batch.datums:
             return _Trained(None, batch.scalars(), timings, advantages)
-        clock = time.perf_counter()
-        result = await self.backend.forward_backward(
-            batch.datums, LossName.CROSS_ENTROPY, LossConfig()
-        )
-        timings["forward_backward"] = time.perf_counter() - clock
-        trained = await self._step(result, timings)
+        trained = await self._fit(batch.datums, LossName.CROSS_ENTROPY, LossConfig(), timings)
         return replace(
             trained, scalars={**trained.scalars, **batch.scalars()}, advantages=advantages
         )
