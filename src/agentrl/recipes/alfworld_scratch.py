@@ -39,11 +39,13 @@ from agentrl.chat import ChatRenderer
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
 from agentrl.envs.alfworld.data import TASK_TYPES, find_games
-from agentrl.envs.alfworld.explorer import explorer_policy
+from agentrl.envs.alfworld.explorer import SearchOrder, explorer_policy
 from agentrl.envs.alfworld.generate import generate_games
-from agentrl.envs.alfworld.tools import alfworld_tool_protocol
+from agentrl.envs.alfworld.tools import alfworld_plain_protocol, alfworld_tool_protocol
 from agentrl.recipes.tokenizer import bpe_tokenizer
 from agentrl.rollout import RolloutConfig, rollout_batch
+from agentrl.tools import CommandTool
+from agentrl.tools.command import PlainCommandProtocol
 
 __all__ = [
     "CPU",
@@ -79,6 +81,11 @@ class ScratchSetup:
     heads: int = 8
     kv_heads: int = 4
     rope_theta: float = 10_000.0
+    protocol: str = "tool"
+    """"tool": the recipe's `alfworld_step` calls; "plain": the reply is the command itself,
+    observations only (`alfworld_plain_protocol`, about a quarter of the tokens)."""
+    search_order: SearchOrder = "surfaces_first"
+    """The explorer's search order (`agentrl.envs.alfworld.explorer.SearchOrder`)."""
     max_steps: int = 50
     """Replies per episode (the recipe's 50; the explorer needs 13 on average)."""
     max_reply_tokens: int = 48
@@ -248,12 +255,22 @@ def _tasks(
     return train, held_out
 
 
+def scratch_protocol(name: str) -> CommandTool | PlainCommandProtocol:
+    """The recipe's protocol by name: "tool" (`alfworld_step` calls, no action lists) or
+    "plain" (`alfworld_plain_protocol`)."""
+    if name == "tool":
+        return alfworld_tool_protocol(include_admissible=False)
+    if name == "plain":
+        return alfworld_plain_protocol()
+    raise ValueError(f"ScratchSetup.protocol must be 'tool' or 'plain', got {name!r}")
+
+
 class _Run:
     """The run's shared pieces: the protocol and the env factory (with its worker pool)."""
 
     def __init__(self, setup: ScratchSetup) -> None:
         self.setup = setup
-        self.protocol = alfworld_tool_protocol(include_admissible=False)
+        self.protocol = scratch_protocol(setup.protocol)
         pool = EnvWorkerPool(setup.env_workers or None)
         self.factory = alfworld_group_factory(AlfworldEnvOptions(max_steps=setup.max_steps), pool)
 
@@ -296,7 +313,8 @@ class _Run:
         """The exploring expert's episodes (its calls written in the protocol's form)."""
         from agentrl.testing import PolicySampler
 
-        sampler = PolicySampler(tokenizer, explorer_policy(self.protocol.call_text))
+        write = self.protocol.call_text if isinstance(self.protocol, CommandTool) else None
+        sampler = PolicySampler(tokenizer, explorer_policy(write, self.setup.search_order))
         return await self.play(sampler, tokenizer, tasks, 1, budget)
 
 

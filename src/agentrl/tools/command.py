@@ -173,6 +173,10 @@ class PlainCommandProtocol:
     status: StatusTexts = field(default_factory=StatusTexts)
     name: str | None = None
     """The name tool messages carry (None: no name)."""
+    include_admissible: bool = True
+    """List the executable commands in every message (False: the model must write them)."""
+    show_steps: bool = True
+    """Carry the `Step N of M.` counter in every message."""
 
     @property
     def tools(self) -> Sequence[JsonObject]:
@@ -187,7 +191,8 @@ class PlainCommandProtocol:
         description = task.description.strip()
         if description and description not in first_step.observation:
             lines.append(f"Task: {description}")
-        lines.append(f"Step 0 of {max_env_steps}.")
+        if self.show_steps:
+            lines.append(f"Step 0 of {max_env_steps}.")
         lines.extend(self._listed(first_step))
         lines.append(f"Observation:\n{first_step.observation.strip()}")
         return [
@@ -208,10 +213,13 @@ class PlainCommandProtocol:
         return ParsedAction(action=text)
 
     def tool_message(self, result: ToolResult) -> Message:
-        """Status line, step counter, actions (unless finished), then the observation."""
+        """Status line (left out when its text is empty), step counter, actions (unless
+        finished), then the observation."""
         detail = result.parsed.error.detail if result.parsed.error is not None else ""
-        lines = [self.status.line(result.status, result.parsed.action, detail)]
-        lines.append(f"Step {result.env_steps} of {result.max_env_steps}.")
+        status = self.status.line(result.status, result.parsed.action, detail)
+        lines = [status] if status else []
+        if self.show_steps:
+            lines.append(f"Step {result.env_steps} of {result.max_env_steps}.")
         if result.status not in (TurnStatus.WON, TurnStatus.ENDED):
             lines.extend(self._listed(result.step))
         if result.status is not TurnStatus.INVALID_FORMAT:
@@ -219,5 +227,5 @@ class PlainCommandProtocol:
         return Message(role="tool", content="\n".join(lines), name=self.name)
 
     def _listed(self, step: EnvStep) -> list[str]:
-        actions = list(step.admissible_actions)
+        actions = list(step.admissible_actions) if self.include_admissible else []
         return [self.actions_heading, *actions] if actions else []

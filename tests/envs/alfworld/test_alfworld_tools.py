@@ -5,8 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from agentrl.envs.alfworld.tools import ALFWORLD_TOOL_NAME, alfworld_tool_protocol
+from agentrl.envs.alfworld.tools import (
+    ALFWORLD_TOOL_NAME,
+    alfworld_plain_protocol,
+    alfworld_tool_protocol,
+)
 from agentrl.tools import ToolProtocol, ToolResult
+from agentrl.tools.command import PlainCommandProtocol
 from agentrl.types import EnvStep, ParsedAction, ParseErrorKind, TaskInfo, TurnStatus
 
 STEP = EnvStep(
@@ -97,3 +102,25 @@ def test_parses_both_call_forms() -> None:
     for style in ("xml", "json"):
         parsed = protocol.parse(protocol.call_text("take apple 1 from countertop 1", style=style))
         assert parsed.action == "take apple 1 from countertop 1"
+
+
+def test_the_plain_protocol_is_the_command_and_the_observation() -> None:
+    """`alfworld_plain_protocol`: no tools, no action list, no step counter; an executed turn's
+    tool message is the observation alone, other turns lead with a short status line."""
+    protocol = alfworld_plain_protocol()
+    assert isinstance(protocol, ToolProtocol)
+    assert protocol.tools == ()
+    system, user = protocol.initial_messages(TASK, STEP, 30)
+    assert system.content == "Reply with one command."
+    assert user.content == f"Observation:\n{STEP.observation}"
+    assert protocol.parse(" Go to  fridge 1\n").action == "go to fridge 1"
+    assert protocol.parse("go to\nfridge 1").error is not None
+    executed = ToolResult(TurnStatus.EXECUTED, STEP, ParsedAction(action="look"), 5, 30)
+    assert protocol.tool_message(executed).content == f"Observation:\n{STEP.observation}"
+    refused = ToolResult(TurnStatus.NOT_ADMISSIBLE, STEP, ParsedAction(action="fly"), 5, 30)
+    assert protocol.tool_message(refused).content.startswith("Status: not admissible.\n")
+    won = ToolResult(TurnStatus.WON, STEP, ParsedAction(action="look"), 5, 30)
+    assert protocol.tool_message(won).content.startswith("Status: won.\nObservation:")
+    listed = PlainCommandProtocol()  # the default still lists actions and counts steps
+    assert "Step 5 of 30." in listed.tool_message(executed).content
+    assert "go to countertop 1" in listed.tool_message(executed).content

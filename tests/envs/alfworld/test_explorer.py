@@ -8,12 +8,13 @@ import pytest
 
 from agentrl.envs.alfworld.explorer import (
     Goal,
+    SearchOrder,
     explorer_action,
     explorer_policy,
     observations_in,
     parse_goal,
 )
-from agentrl.envs.alfworld.tools import alfworld_tool_protocol
+from agentrl.envs.alfworld.tools import alfworld_plain_protocol, alfworld_tool_protocol
 from agentrl.types import TurnStatus
 
 ROOM = (
@@ -58,7 +59,12 @@ def test_an_unknown_goal_is_none() -> None:
     assert parse_goal("Your task is to: dance with the ceiling.") is None
 
 
-def _play(goal_text: str, answers: dict[str, str | list[str]], limit: int = 30) -> list[str]:
+def _play(
+    goal_text: str,
+    answers: dict[str, str | list[str]],
+    limit: int = 30,
+    order: SearchOrder = "surfaces_first",
+) -> list[str]:
     """Run the explorer against a scripted world: `answers` maps a command to its observation
     (a list: one per time the command is given); "DONE" ends the episode."""
     first = ROOM.format(goal=goal_text)
@@ -66,7 +72,7 @@ def _play(goal_text: str, answers: dict[str, str | list[str]], limit: int = 30) 
     assert goal is not None
     observations, actions = [first], []
     for _ in range(limit):
-        action = explorer_action(goal, observations)
+        action = explorer_action(goal, observations, order)
         actions.append(action)
         answer = answers.get(action, "Nothing happens.")
         text = answer.pop(0) if isinstance(answer, list) else answer
@@ -98,6 +104,37 @@ def test_surfaces_first_opens_closed_furniture_and_puts_the_object() -> None:
         "go to shelf 1",
         "move mug 1 to shelf 1",
     ]
+
+
+def test_the_listed_order_searches_the_room_as_it_is_listed() -> None:
+    """`order="listed"`: cabinets before the countertop, the goal's shelf in its place."""
+    answers = {
+        "go to cabinet 2": "You arrive at cabinet 2. The cabinet 2 is closed.",
+        "open cabinet 2": "You open the cabinet 2. The cabinet 2 is open. In it, you see nothing.",
+        "examine cabinet 1": "The cabinet 1 is closed.",
+        "open cabinet 1": "You open the cabinet 1. The cabinet 1 is open. In it, you see nothing.",
+        "go to countertop 1": "You arrive at countertop 1. On the countertop 1, you see a knife 1.",
+        "go to fridge 1": "You arrive at fridge 1. The fridge 1 is closed.",
+        "open fridge 1": "You open the fridge 1. The fridge 1 is open. In it, you see a mug 1.",
+        "take mug 1 from fridge 1": "You pick up the mug 1 from the fridge 1.",
+        "go to shelf 1": "You arrive at shelf 1. On the shelf 1, you see nothing.",
+        "move mug 1 to shelf 1": "DONE",
+    }
+    listed = _play("put a mug in shelf", dict(answers), order="listed")
+    assert listed == [
+        "go to cabinet 2",
+        "open cabinet 2",
+        "go to cabinet 1",  # shares cabinet 2's place: "Nothing happens.", then examined
+        "examine cabinet 1",
+        "open cabinet 1",
+        "go to countertop 1",
+        "go to fridge 1",
+        "open fridge 1",
+        "take mug 1 from fridge 1",
+        "go to shelf 1",
+        "move mug 1 to shelf 1",
+    ]
+    assert _play("put a mug in shelf", dict(answers))[0] == "go to countertop 1"
 
 
 def test_a_receptacle_sharing_the_place_is_examined() -> None:
@@ -187,9 +224,13 @@ def test_the_policy_reads_observations_out_of_a_rendered_conversation() -> None:
     )
 
 
-async def test_the_explorer_wins_generated_games(alfworld_games: Any) -> None:
+@pytest.mark.parametrize(("plain", "order"), [(False, "surfaces_first"), (True, "listed")])
+async def test_the_explorer_wins_generated_games(
+    alfworld_games: Any, plain: bool, order: SearchOrder
+) -> None:
     """Through the rollout engine and the tool protocol (no action lists) on every game of the
-    session's generated set (all six task types, train and unseen floor plans)."""
+    session's generated set (all six task types, train and unseen floor plans); and through
+    the plain protocol (the command alone) searching in the listed order."""
     pytest.importorskip("transformers")
     from agentrl.chat import ChatRenderer
     from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
@@ -197,7 +238,10 @@ async def test_the_explorer_wins_generated_games(alfworld_games: Any) -> None:
     from agentrl.rollout import RolloutConfig, rollout_batch
     from agentrl.testing import PolicySampler
 
-    protocol = alfworld_tool_protocol(include_admissible=False)
+    protocol = (
+        alfworld_plain_protocol() if plain else alfworld_tool_protocol(include_admissible=False)
+    )
+    write = None if plain else protocol.call_text
     tokenizer = bpe_tokenizer([], 0)
     factory = alfworld_group_factory(AlfworldEnvOptions(max_steps=50), EnvWorkerPool(2))
     tasks = [g.to_task() for g in alfworld_games.games]
@@ -205,7 +249,7 @@ async def test_the_explorer_wins_generated_games(alfworld_games: Any) -> None:
         groups = await rollout_batch(
             tasks,
             env_factory=factory,
-            sampler=PolicySampler(tokenizer, explorer_policy(protocol.call_text)),
+            sampler=PolicySampler(tokenizer, explorer_policy(write, order)),
             renderer=ChatRenderer(tokenizer, protocol.tools),
             protocol=protocol,
             config=RolloutConfig(

@@ -12,8 +12,9 @@ it at the first sink basin / microwave / fridge of the room, goes to the first r
 the goal's class, opens it when closed and moves the object there (twice for "put two"), or,
 for "look at X under the lamp", carries the object to a lamp it has seen and uses the lamp.
 It remembers where it saw things, so the second object of a pair, or a lamp passed during the
-search, costs no new search. On generated games it wins about 97% within 50 steps (13 steps
-on average; docs/alfworld.md).
+search, costs no new search. `order="listed"` searches in the room's own order instead
+(`SearchOrder`: a few steps more, easier for a small model to imitate). On generated games
+it wins about 97% within 50 steps (13 steps on average; docs/alfworld.md).
 
 The explorer is deterministic and keeps no state: each call replays its own earlier
 decisions against the observations, so the observations must be those its own commands got.
@@ -28,10 +29,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 __all__ = [
     "CLOSED_KINDS",
     "Goal",
+    "SearchOrder",
     "explorer_action",
     "explorer_policy",
     "observations_in",
@@ -182,44 +185,55 @@ def _visit(view: _View, recep: str, then: str) -> str:
     return then
 
 
-def _explore(view: _View, goal: Goal) -> str:
-    """Search the next receptacle not searched yet: surfaces (one step each) before furniture
-    with doors (two), and those of the goal's class last."""
-    order = sorted(
-        view.receptacles, key=lambda r: (_kind(r) == goal.place, _kind(r) in CLOSED_KINDS)
-    )
-    for recep in order:
+SearchOrder = Literal["surfaces_first", "listed"]
+"""How the explorer searches: `surfaces_first` (the default: surfaces before furniture with
+doors, the goal's class last; fewest steps) or `listed` (the room's own order, as the first
+observation lists it: the next receptacle is always the one after the last searched, which a
+small model copies more easily than it learns the default's sort)."""
+
+
+def _explore(view: _View, goal: Goal, order: SearchOrder) -> str:
+    """Search the next receptacle not searched yet, in `order`."""
+    if order == "listed":
+        ranked = list(view.receptacles)
+    else:
+        ranked = sorted(
+            view.receptacles, key=lambda r: (_kind(r) == goal.place, _kind(r) in CLOSED_KINDS)
+        )
+    for recep in ranked:
         if recep not in view.contents:
             return _visit(view, recep, "look")
     return "look"
 
 
-def explorer_action(goal: Goal, observations: Sequence[str]) -> str:
+def explorer_action(
+    goal: Goal, observations: Sequence[str], order: SearchOrder = "surfaces_first"
+) -> str:
     """The explorer's next command, from the goal and the episode's observations in order:
     the first one (it lists the room's receptacles), then what each of the explorer's own
     commands got."""
     view = _View(receptacles=_ITEM_RE.findall(observations[0].split("Your task is to:")[0]))
     for text in observations[1:]:
-        view.see(text.strip(), _decide(view, goal))
-    return _decide(view, goal)
+        view.see(text.strip(), _decide(view, goal, order))
+    return _decide(view, goal, order)
 
 
-def _decide(view: _View, goal: Goal) -> str:
+def _decide(view: _View, goal: Goal, order: SearchOrder) -> str:
     holding = view.holding
     if goal.task_type == "look_at_obj_in_light":
         if holding is None:
             seen = view.where(goal.obj, set())
             if seen is None:
-                return _explore(view, goal)
+                return _explore(view, goal, order)
             return _visit(view, seen[1], f"take {seen[0]} from {seen[1]}")
         lamp = view.where(goal.lamp, set())
         if lamp is None:
-            return _explore(view, goal)
+            return _explore(view, goal, order)
         return _visit(view, lamp[1], f"use {lamp[0]}")
     if holding is None:
         seen = view.where(goal.obj, view.placed)
         if seen is None:
-            return _explore(view, goal)
+            return _explore(view, goal, order)
         return _visit(view, seen[1], f"take {seen[0]} from {seen[1]}")
     tool = goal.tool
     if tool is not None and holding not in view.treated:
@@ -247,16 +261,19 @@ def observations_in(prompt_text: str, ends: Sequence[str] = _ENDS) -> list[str]:
     return blocks
 
 
-def explorer_policy(write: Callable[[str], str] | None = None) -> Callable[[str], str]:
-    """`policy(prompt_text) -> reply` for `PolicySampler`: the explorer's command for the
-    rendered conversation, written by `write` (e.g. `protocol.call_text`; default: as is)."""
+def explorer_policy(
+    write: Callable[[str], str] | None = None, order: SearchOrder = "surfaces_first"
+) -> Callable[[str], str]:
+    """`policy(prompt_text) -> reply` for `PolicySampler`: the explorer's command (searching
+    in `order`) for the rendered conversation, written by `write` (e.g. `protocol.call_text`;
+    default: as is)."""
 
     def policy(prompt_text: str) -> str:
         observations = observations_in(prompt_text)
         if not observations:
             raise ValueError("no observation found in the prompt")
         goal = parse_goal(observations[0])
-        command = "look" if goal is None else explorer_action(goal, observations)
+        command = "look" if goal is None else explorer_action(goal, observations, order)
         return write(command) if write is not None else command
 
     return policy

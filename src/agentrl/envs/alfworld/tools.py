@@ -10,11 +10,14 @@ No textworld or alfworld import: this module is text only.
 from __future__ import annotations
 
 from agentrl.tools import CommandTool, StatusTexts
+from agentrl.tools.command import PlainCommandProtocol
 
 __all__ = [
+    "ALFWORLD_PLAIN_SYSTEM_PROMPT",
     "ALFWORLD_SYSTEM_PROMPT",
     "ALFWORLD_TOOL_DESCRIPTION",
     "ALFWORLD_TOOL_NAME",
+    "alfworld_plain_protocol",
     "alfworld_tool_protocol",
 ]
 
@@ -66,5 +69,27 @@ def alfworld_tool_protocol(*, include_admissible: bool = True) -> CommandTool:
                 "nothing changed."
             ),
             executed="Status: executed {action!r}.",
+        ),
+    )
+
+
+ALFWORLD_PLAIN_SYSTEM_PROMPT = "Reply with one command."
+
+
+def alfworld_plain_protocol() -> PlainCommandProtocol:
+    """ALFWorld for small models trained from scratch: the reply is the command itself, no
+    tool markup, no action lists and no step counter; each tool message is the observation,
+    after a short status line only when the turn was not simply executed (about a quarter of
+    the tool protocol's tokens per episode)."""
+    return PlainCommandProtocol(
+        system_prompt=ALFWORLD_PLAIN_SYSTEM_PROMPT,
+        include_admissible=False,
+        show_steps=False,
+        status=StatusTexts(
+            won="Status: won.",
+            ended="Status: ended.",
+            invalid_format="Status: invalid ({detail}).",
+            not_admissible="Status: not admissible.",
+            executed="",
         ),
     )
