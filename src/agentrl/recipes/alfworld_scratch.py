@@ -463,6 +463,7 @@ async def run_scratch(
         demos = [trajectory_to_datum(t, [1.0] * len(t.turns)) for t in episodes]
         _, explorer_eval = await run.explore(tokenizer, held_out)
         lap("demonstrations")
+        print(f"explorer: train {explorer_train}, valid_unseen {explorer_eval}", flush=True)
         backend = _backend(setup, tokenizer, out / "run")
         rng = random.Random(setup.seed)
         sft_loss, sft_tokens = [], 0
@@ -477,6 +478,7 @@ async def run_scratch(
         lap("imitation")
         _, before = await run.play(await backend.sampler(), tokenizer, held_out, setup.eval_samples)
         lap("eval_before_rl")
+        print(f"before RL (valid_unseen): {before}", flush=True)
         train_success = []
         if setup.updates:
             trainer = _trainer(setup, run, backend, tokenizer, train, out / "run")
@@ -487,6 +489,7 @@ async def run_scratch(
         lap("rl")
         _, after = await run.play(await backend.sampler(), tokenizer, held_out, setup.eval_samples)
         lap("eval_after_rl")
+        print(f"after RL (valid_unseen): {after}", flush=True)
     finally:
         await run.factory.close()
     seconds["total"] = round(time.perf_counter() - started, 2)
