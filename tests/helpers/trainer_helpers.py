@@ -129,3 +129,18 @@ def toy_env_trainer(config: TrainConfig, tokenizer: Any, backend: Any, **kwargs:
         progress=False,
         **kwargs,
     )
+
+
+class RecordingBackend:
+    """A real backend, with the datums of each `forward_backward` kept for the test."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.batches: list[list[Datum]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def forward_backward(self, datums: Any, loss: Any, config: Any) -> Any:
+        self.batches.append(list(datums))
+        return await self.inner.forward_backward(datums, loss, config)

@@ -15,26 +15,15 @@ pytest.importorskip("peft")
 
 import torch
 
-from agentrl.algo.datums import Datum
 from agentrl.algo.distillation import datum_tokens, teacher_targets
 from agentrl.training.distillation import Distillation
 from agentrl.training.trainer import Trainer
-from tests.helpers.trainer_helpers import tiny_backend, toy_config, toy_env_trainer
-
-
-class Recording:
-    """The real backend, with the datums of each `forward_backward` kept for the test."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.batches: list[list[Datum]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def forward_backward(self, datums: Any, loss: Any, config: Any) -> Any:
-        self.batches.append(list(datums))
-        return await self.inner.forward_backward(datums, loss, config)
+from tests.helpers.trainer_helpers import (
+    RecordingBackend,
+    tiny_backend,
+    toy_config,
+    toy_env_trainer,
+)
 
 
 def _distilling_trainer(
@@ -57,7 +46,7 @@ async def test_an_update_trains_teacher_minus_student_on_every_trajectory(
         max_episode_steps=2,
         max_assistant_tokens=24,
     )
-    student = Recording(tiny_backend(config, qwen_tokenizer))
+    student = RecordingBackend(tiny_backend(config, qwen_tokenizer))
     teacher_config = toy_config(tmp_path / "teacher", seed=config.seed + 1)
     teacher = await tiny_backend(teacher_config, qwen_tokenizer).sampler()
     trainer = _distilling_trainer(

@@ -48,21 +48,6 @@ def test_merged_report_weights_by_tokens_and_adds_counts() -> None:
     assert merged.metrics["substeps"] == 2.0
 
 
-class Recording:
-    """The real backend, with the datums of each `forward_backward` kept for the test."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.batches: list[list[Datum]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def forward_backward(self, datums: Any, loss: Any, config: Any) -> Any:
-        self.batches.append(list(datums))
-        return await self.inner.forward_backward(datums, loss, config)
-
-
 async def test_an_update_of_two_substeps_equals_two_steps_by_hand(
     tmp_path: Path, qwen_tokenizer: Any
 ) -> None:
@@ -71,7 +56,12 @@ async def test_an_update_of_two_substeps_equals_two_steps_by_hand(
     import torch
 
     from agentrl.training.distillation import Distillation
-    from tests.helpers.trainer_helpers import tiny_backend, toy_config, toy_env_trainer
+    from tests.helpers.trainer_helpers import (
+        RecordingBackend,
+        tiny_backend,
+        toy_config,
+        toy_env_trainer,
+    )
 
     config = toy_config(
         tmp_path / "run",
@@ -83,7 +73,7 @@ async def test_an_update_of_two_substeps_equals_two_steps_by_hand(
         optim_substeps=2,
     )
     teacher = await tiny_backend(toy_config(tmp_path / "t", seed=7), qwen_tokenizer).sampler()
-    student = Recording(tiny_backend(config, qwen_tokenizer))
+    student = RecordingBackend(tiny_backend(config, qwen_tokenizer))
     # distillation keeps every trajectory (no degenerate group), so both parts have datums
     trainer = toy_env_trainer(
         config, qwen_tokenizer, student, distillation=Distillation(teacher, kl_coef=1.0)
