@@ -42,3 +42,22 @@ async def test_full_finetune_trains_every_weight_and_round_trips(
     await fresh.load(ref)
     assert torch.allclose(fresh.engine.sequence_logprobs(tokens), saved)
     assert fresh.steps == 1
+
+
+def test_a_from_scratch_model_trains_float32_weights_even_on_cuda() -> None:
+    """Adam on bf16 weights drops updates below bf16's resolution (shown below on the CPU), so
+    a model whose every weight is trained gets float32 weights; LoRA keeps the device's dtype
+    (its adapters are float32 anyway)."""
+    from agentrl.backends.local.model import tiny_dtype
+
+    cuda = torch.device("cuda")
+    assert tiny_dtype(cuda, full_finetune=True) is torch.float32
+    assert tiny_dtype(cuda, full_finetune=False) is torch.bfloat16
+    assert tiny_dtype(torch.device("cpu"), full_finetune=False) is torch.float32
+    weight = torch.ones(4, dtype=torch.bfloat16)  # an RMSNorm weight
+    assert torch.equal(weight - 1e-3, weight)  # a step of lr 1e-3 is lost in bf16
+    backend = LocalBackend.tiny(full_finetune=True, dtype=torch.bfloat16)
+    assert {p.dtype for p in backend.trainable_parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in LocalBackend.tiny(full_finetune=True).trainable_parameters()} == {
+        torch.float32
+    }

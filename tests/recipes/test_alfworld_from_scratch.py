@@ -45,6 +45,9 @@ def test_alfworld_from_scratch_smoke(alfworld_games: Any, tmp_path: Path) -> Non
     assert len(result["train_success"]) == result["setup"]["updates"] == 1
     assert result["parameters"] > 0 and set(result["seconds"]) >= {"imitation", "rl", "total"}
     assert "| model after RL (valid_unseen) |" in (out / "result.md").read_text()
+    lines = (out / "run" / "metrics.jsonl").read_text().splitlines()  # each RL update's metrics
+    records = [json.loads(line) for line in lines]
+    assert [(r["type"], r["step"]) for r in records] == [("train", 1)]
 
 
 CPU_SCRIPT = BENCHMARKS / "alfworld_cpu.py"

@@ -43,6 +43,7 @@ from agentrl.envs.alfworld.explorer import SearchOrder, explorer_policy
 from agentrl.envs.alfworld.generate import generate_games
 from agentrl.envs.alfworld.tools import alfworld_plain_protocol, alfworld_tool_protocol
 from agentrl.recipes.tokenizer import bpe_tokenizer
+from agentrl.reporting.sinks import JsonlSink, MetricSink
 from agentrl.rollout import RolloutConfig, rollout_batch
 from agentrl.tools import CommandTool
 from agentrl.tools.command import PlainCommandProtocol
@@ -355,9 +356,9 @@ def _trainer(
     tokenizer: Any,
     tasks: list[TaskInfo],
     run_dir: Path,
+    sink: MetricSink,
 ) -> Any:
     from agentrl.config import TrainConfig
-    from agentrl.reporting.sinks import JsonlSink
     from agentrl.training.trainer import Trainer
 
     config = TrainConfig.model_validate(
@@ -389,7 +390,7 @@ def _trainer(
         tasks=tasks,
         renderer=ChatRenderer(tokenizer, run.protocol.tools),
         protocol=run.protocol,
-        sinks=JsonlSink(run_dir / "metrics.jsonl"),
+        sinks=sink,
         progress=False,
     )
 
@@ -481,11 +482,19 @@ async def run_scratch(
         print(f"before RL (valid_unseen): {before}", flush=True)
         train_success = []
         if setup.updates:
-            trainer = _trainer(setup, run, backend, tokenizer, train, out / "run")
-        for number in range(1, setup.updates + 1):
-            metrics = await trainer.update(number)
-            train_success.append(round(metrics.stats.success_rate, 4))
-            print(f"update {number}: train success {metrics.stats.success_rate:.3f}", flush=True)
+            # the Trainer's `run` would log each update; this loop drives `update` itself
+            sink = JsonlSink(out / "run" / "metrics.jsonl")
+            trainer = _trainer(setup, run, backend, tokenizer, train, out / "run", sink)
+            try:
+                for number in range(1, setup.updates + 1):
+                    metrics = await trainer.update(number)
+                    sink.log("train", number, metrics)
+                    train_success.append(round(metrics.stats.success_rate, 4))
+                    rate = metrics.stats.success_rate
+                    print(f"update {number}: train success {rate:.3f}", flush=True)
+            finally:
+                await trainer.close()
+                sink.close()
         lap("rl")
         _, after = await run.play(await backend.sampler(), tokenizer, held_out, setup.eval_samples)
         lap("eval_after_rl")

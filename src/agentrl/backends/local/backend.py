@@ -45,6 +45,7 @@ from agentrl.backends.local.model import (
     qwen3_config,
     random_causal_lm,
     select_device,
+    tiny_dtype,
 )
 from agentrl.backends.local.sampler import LocalSampler
 from agentrl.backends.local.streaming import LocalGradientStream
@@ -142,18 +143,22 @@ class LocalBackend:
         device: str | torch.device | None = "cpu",
         lora: LoraSpec | None = None,
         model_overrides: Mapping[str, Any] | None = None,
+        dtype: torch.dtype | None = None,
         **kwargs: Any,
     ) -> LocalBackend:
         """A random-initialised Qwen3-architecture model over the project's test tokenizer.
 
         `size` is "tiny" (2 layers, hidden 64), "qwen3-0.6b" or "qwen3-4b";
-        `model_overrides` change config fields (e.g. `{"hidden_size": 32}`)."""
+        `model_overrides` change config fields (e.g. `{"hidden_size": 32}`); `dtype` of the
+        weights (default `tiny_dtype`: float32 when every weight is trained)."""
         if tokenizer is None:
             tokenizer_module = require("agentrl.chat.tokenizers", "local", "the test tokenizer")
             tokenizer = tokenizer_module.build_qwen_tokenizer()
         resolved = device_for(kwargs.get("distributed"), select_device(device))
         config = qwen3_config(size, vocab_size=len(tokenizer), **dict(model_overrides or {}))  # type: ignore[arg-type]
-        model = random_causal_lm(config, seed=seed, device=resolved)
+        if dtype is None:
+            dtype = tiny_dtype(resolved, full_finetune=bool(kwargs.get("full_finetune")))
+        model = random_causal_lm(config, seed=seed, device=resolved, dtype=dtype)
         return cls(model, device=resolved, tokenizer=tokenizer, seed=seed, lora=lora, **kwargs)
 
     # -- TrainingBackend -------------------------------------------------------------------

@@ -26,6 +26,7 @@ __all__ = [
     "qwen3_config",
     "random_causal_lm",
     "select_device",
+    "tiny_dtype",
 ]
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]
@@ -83,6 +84,14 @@ def select_device(device: str | torch.device | None = "auto") -> torch.device:
 def default_dtype(device: torch.device) -> torch.dtype:
     """bf16 on CUDA, fp32 elsewhere."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def tiny_dtype(device: torch.device, *, full_finetune: bool) -> torch.dtype:
+    """The weights' dtype of a from-scratch model: float32 when every weight is trained (Adam
+    on bf16 weights loses any update below bf16's resolution: at lr 1e-4 every weight above
+    ~0.05 in size, the norms' 1.0 at any lr <= 1e-3), else `default_dtype` (LoRA adapters are
+    float32 anyway: peft upcasts them)."""
+    return torch.float32 if full_finetune else default_dtype(device)
 
 
 SizeName = Literal["tiny", "qwen3-0.6b", "qwen3-4b"]
