@@ -28,6 +28,8 @@ bound, and is left out of `*_reached`).
     python benchmarks/distillation.py --out runs/distillation --size smoke   # plumbing
     python benchmarks/distillation.py --out runs/distillation --variants imitate  # one more,
                                          # the others read from the earlier call's runs
+    python benchmarks/distillation.py --out runs/opdppo --variants opd --substeps 4 \
+        --opd-loss ppo                   # 4 optimizer steps per update, PPO's clip (docs)
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def worker(args: argparse.Namespace) -> None:
         check_same_tokenizer(tokenizer, learning.fetch_tokenizer(teacher_cfg))
         teacher = asyncio.run(learning.load_teacher(teacher_cfg, tokenizer, args.out / "teacher"))
         distillation = Distillation(teacher, kl_coef=1.0, reward_coef=0.0)
-        setup = replace(setup, loss=LossName.IMPORTANCE_SAMPLING)
+        setup = replace(setup, loss=LossName(args.opd_loss))
     behaviour = None
     if args.variant == "imitate":  # SFT on the teacher's won games, played as the others play
         behaviour = asyncio.run(
@@ -146,6 +148,7 @@ def _launch(args: argparse.Namespace, variant: str, seed: int) -> dict[str, obje
     command += ["--out", str(args.out), "--size", args.size, "--threads", str(args.threads)]
     command += ["--updates", str(args.updates), "--eval-every", str(args.eval_every)]
     command += ["--teacher-updates", str(args.teacher_updates), "--substeps", str(args.substeps)]
+    command += ["--opd-loss", args.opd_loss]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
@@ -261,6 +264,13 @@ def main() -> None:
         type=int,
         default=1,
         help="optimizer steps per update for every student (TrainConfig.optim_substeps)",
+    )
+    parser.add_argument(
+        "--opd-loss",
+        choices=("importance_sampling", "ppo"),
+        default="importance_sampling",
+        help="the opd student's loss (ppo clips the ratio, which bounds how far --substeps move "
+        "the weights from the sampling policy within an update)",
     )
     parser.add_argument(
         "--variants",
