@@ -78,3 +78,17 @@ def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_pa
     )
     summary = (out / "summary.md").read_text()
     assert "| 4 |" in summary and "| mean |" in summary and "invalid / episode" in summary
+
+
+def test_the_recipe_names_its_protocols() -> None:
+    """`ScratchSetup.protocol`: the recipe's `alfworld_step` calls or the plain command; a
+    misspelt name is refused naming both."""
+    from agentrl.recipes.alfworld_scratch import scratch_protocol
+    from agentrl.tools import CommandTool
+    from agentrl.tools.command import PlainCommandProtocol
+
+    assert isinstance(scratch_protocol("tool"), CommandTool)
+    assert not scratch_protocol("tool").include_admissible
+    assert isinstance(scratch_protocol("plain"), PlainCommandProtocol)
+    with pytest.raises(ValueError, match="'tool' or 'plain', got 'plian'"):
+        scratch_protocol("plian")

@@ -59,6 +59,7 @@ __all__ = [
     "generate_scratch_games",
     "result_markdown",
     "run_scratch",
+    "scratch_protocol",
 ]
 
 
