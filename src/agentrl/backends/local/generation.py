@@ -154,6 +154,22 @@ class GenerationCancelled(RuntimeError):
     """A batch's generation was stopped before it finished (its callers were cancelled)."""
 
 
+def _request_rows(
+    rows: Sequence[_Row], active: Sequence[int], device: torch.device
+) -> list[tuple[int, list[int], torch.Tensor]]:
+    """(request index, its live rows' batch positions, the same on `device`) for every request
+    with a live row, in request order: rebuilt only when the batch's rows change, so a decode
+    step makes no per-request index scan or host-to-device copy (on CUDA, a sync each)."""
+    positions: dict[int, list[int]] = {}
+    for pos, row_id in enumerate(active):
+        row = rows[row_id]
+        if not row.idle:
+            positions.setdefault(row.request, []).append(pos)
+    return [
+        (index, sel, torch.tensor(sel, device=device)) for index, sel in sorted(positions.items())
+    ]
+
+
 def generate(
     engine: ModelEngine,
     cache: PrefixKVCache,
@@ -203,16 +219,14 @@ def generate(
     pads = torch.tensor([row.pad for row in rows], device=device)
     active = list(range(len(rows)))  # row ids, in batch order
     length = width  # cached positions per batch row, padding included
+    groups = _request_rows(rows, active, device)
     while True:
         if cancelled is not None and cancelled():
             raise GenerationCancelled("the batch's callers were cancelled")
         # idle rows are fed token 0: their outputs are discarded and rows do not mix
         next_tokens = torch.zeros(len(active), dtype=torch.long, device=device)
-        for index, request in enumerate(requests):
-            sel = [i for i, r in enumerate(active) if rows[r].request == index and not rows[r].idle]
-            if not sel:
-                continue
-            idx = torch.tensor(sel, device=device)
+        for index, sel, idx in groups:
+            request = requests[index]
             if request.forced is not None:
                 chosen = [rows[active[i]] for i in sel]
                 teacher = [row.forced[len(row.tokens)] for row in chosen if row.forced]
@@ -223,6 +237,7 @@ def generate(
         tokens_list = next_tokens.tolist()
         logprob_list = token_logprobs.tolist()
         keep: list[int] = []
+        finished = False
         for pos, row_id in enumerate(active):
             row = rows[row_id]
             if row.idle:
@@ -231,6 +246,7 @@ def generate(
             row.logprobs.append(logprob_list[pos])
             stopped = row.forced is None and tokens_list[pos] in row.stop
             if stopped or len(row.tokens) >= row.max_tokens:
+                finished = True
                 request = requests[row.request]
                 row_kv = [
                     (k[pos : pos + 1, :, row.pad :].clone(), v[pos : pos + 1, :, row.pad :].clone())
@@ -248,6 +264,8 @@ def generate(
             next_tokens = next_tokens[sel_t]
             pads = pads[sel_t]
             active = [active[p] for p in keep]
+        if finished:  # rows left the batch or turned idle: the requests' rows moved
+            groups = _request_rows(rows, active, device)
         positions = (length - pads)[:, None]
         mask = (torch.arange(length + 1, device=device)[None] >= pads[:, None]).long()
         logits = engine.step(next_tokens[:, None], positions, model_cache, mask)
