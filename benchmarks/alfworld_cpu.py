@@ -35,6 +35,7 @@ from agentrl.recipes.alfworld_scratch import (
     PRESETS,
     ScratchResult,
     ScratchSetup,
+    add_format_arguments,
     generate_scratch_games,
     result_markdown,
     run_scratch,
@@ -103,10 +104,16 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--sft-steps", type=int, default=None, help="override the preset's")
     parser.add_argument("--updates", type=int, default=None, help="override the RL updates")
+    add_format_arguments(parser)
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
-    overrides = {"sft_steps": args.sft_steps, "updates": args.updates}
+    overrides = {
+        "sft_steps": args.sft_steps,
+        "updates": args.updates,
+        "protocol": args.protocol,
+        "search_order": args.search_order,
+    }
     chosen = PRESETS[args.preset]
     base: ScratchSetup = replace(chosen, **{k: v for k, v in overrides.items() if v is not None})
     started = time.perf_counter()

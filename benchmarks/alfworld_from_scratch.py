@@ -26,7 +26,12 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from agentrl.recipes.alfworld_scratch import PRESETS, result_markdown, run_scratch
+from agentrl.recipes.alfworld_scratch import (
+    PRESETS,
+    add_format_arguments,
+    result_markdown,
+    run_scratch,
+)
 
 
 def main() -> None:
@@ -37,9 +42,16 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="override the preset's torch device")
     parser.add_argument("--updates", type=int, default=None, help="override the RL updates")
     parser.add_argument("--seed", type=int, default=None)
+    add_format_arguments(parser)
     args = parser.parse_args()
     setup = PRESETS[args.size]
-    overrides = {"device": args.device, "updates": args.updates, "seed": args.seed}
+    overrides = {
+        "device": args.device,
+        "updates": args.updates,
+        "seed": args.seed,
+        "protocol": args.protocol,
+        "search_order": args.search_order,
+    }
     setup = replace(setup, **{k: v for k, v in overrides.items() if v is not None})
     args.out.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run_scratch(setup, args.out, args.data_root))

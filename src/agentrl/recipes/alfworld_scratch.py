@@ -24,6 +24,7 @@ learns to play generated ALFWorld games, everything the library's own:
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import time
@@ -56,6 +57,7 @@ __all__ = [
     "Score",
     "ScratchResult",
     "ScratchSetup",
+    "add_format_arguments",
     "generate_scratch_games",
     "result_markdown",
     "run_scratch",
@@ -255,6 +257,23 @@ def _tasks(
     train = [g.to_task() for g in find_games(data_root, ["train"])][: setup.train_games]
     held_out = [g.to_task() for g in find_games(data_root, ["valid_unseen"])][: setup.eval_games]
     return train, held_out
+
+
+def add_format_arguments(parser: argparse.ArgumentParser) -> None:
+    """The benchmarks' `--protocol` and `--search-order` (overrides of the preset's
+    `ScratchSetup.protocol` / `search_order`; None: the preset's)."""
+    parser.add_argument(
+        "--protocol",
+        choices=("tool", "plain"),
+        default=None,
+        help="tool: alfworld_step calls; plain: the reply is the command (default: preset's)",
+    )
+    parser.add_argument(
+        "--search-order",
+        choices=("surfaces_first", "listed"),
+        default=None,
+        help="the explorer's search order (default: the preset's)",
+    )
 
 
 def scratch_protocol(name: str) -> CommandTool | PlainCommandProtocol:
