@@ -25,7 +25,6 @@ learns to play generated ALFWorld games, everything the library's own:
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import time
 from dataclasses import dataclass, field, replace
@@ -43,6 +42,7 @@ from agentrl.envs.alfworld.data import TASK_TYPES, find_games
 from agentrl.envs.alfworld.explorer import SearchOrder, explorer_policy
 from agentrl.envs.alfworld.generate import generate_games
 from agentrl.envs.alfworld.tools import alfworld_plain_protocol, alfworld_tool_protocol
+from agentrl.executors.process import default_workers
 from agentrl.recipes.tokenizer import bpe_tokenizer
 from agentrl.reporting.sinks import JsonlSink, MetricSink
 from agentrl.rollout import RolloutConfig, rollout_batch
@@ -243,7 +243,7 @@ def generate_scratch_games(setup: ScratchSetup, root: Path) -> Path:
         seed=setup.seed,
         task_types=setup.task_types,
         max_receptacles=setup.max_receptacles,
-        workers=setup.env_workers or os.cpu_count(),
+        workers=setup.env_workers or default_workers(),
         progress=False,
     )
     return root
