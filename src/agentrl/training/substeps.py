@@ -11,6 +11,7 @@ part's (the only one whose weights equal the sampler's).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from agentrl.algo.datums import Datum, sequence_index
@@ -84,8 +85,6 @@ async def run_substeps(
     """`forward_backward` then `optim_step` on each part of `datums` (`substep_parts`);
     returns the merged result, the last step's optimizer metrics, and the seconds spent in
     forward_backward and in optim_step."""
-    import time
-
     results: list[ForwardBackwardResult] = []
     optim: dict[str, float] = {}
     fb_seconds = optim_seconds = 0.0
