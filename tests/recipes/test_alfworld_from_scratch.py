@@ -95,4 +95,4 @@ def test_the_recipe_names_its_protocols() -> None:
     assert not scratch_protocol("tool").include_admissible
     assert isinstance(scratch_protocol("plain"), PlainCommandProtocol)
     with pytest.raises(ValueError, match="'tool' or 'plain', got 'plian'"):
-        scratch_protocol("plian")
+        scratch_protocol("plian")  # type: ignore[arg-type]

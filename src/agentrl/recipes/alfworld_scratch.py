@@ -29,7 +29,7 @@ import random
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -55,6 +55,7 @@ __all__ = [
     "GPU",
     "PRESETS",
     "Score",
+    "ScratchProtocol",
     "ScratchResult",
     "ScratchSetup",
     "add_format_arguments",
@@ -63,6 +64,10 @@ __all__ = [
     "run_scratch",
     "scratch_protocol",
 ]
+
+
+ScratchProtocol = Literal["tool", "plain"]
+"""The recipe's protocols by name (`scratch_protocol`)."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +90,9 @@ class ScratchSetup:
     heads: int = 8
     kv_heads: int = 4
     rope_theta: float = 10_000.0
-    protocol: str = "tool"
+    protocol: ScratchProtocol = "tool"
     """"tool": the recipe's `alfworld_step` calls; "plain": the reply is the command itself,
-    observations only (`alfworld_plain_protocol`, about a quarter of the tokens)."""
+    observations only (`alfworld_plain_protocol`, under half the tokens)."""
     search_order: SearchOrder = "surfaces_first"
     """The explorer's search order (`agentrl.envs.alfworld.explorer.SearchOrder`)."""
     max_steps: int = 50
@@ -264,19 +269,19 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
     `ScratchSetup.protocol` / `search_order`; None: the preset's)."""
     parser.add_argument(
         "--protocol",
-        choices=("tool", "plain"),
+        choices=get_args(ScratchProtocol),
         default=None,
         help="tool: alfworld_step calls; plain: the reply is the command (default: preset's)",
     )
     parser.add_argument(
         "--search-order",
-        choices=("surfaces_first", "listed"),
+        choices=get_args(SearchOrder),
         default=None,
         help="the explorer's search order (default: the preset's)",
     )
 
 
-def scratch_protocol(name: str) -> CommandTool | PlainCommandProtocol:
+def scratch_protocol(name: ScratchProtocol) -> CommandTool | PlainCommandProtocol:
     """The recipe's protocol by name: "tool" (`alfworld_step` calls, no action lists) or
     "plain" (`alfworld_plain_protocol`)."""
     if name == "tool":
@@ -334,8 +339,8 @@ class _Run:
         """The exploring expert's episodes (its calls written in the protocol's form)."""
         from agentrl.testing import PolicySampler
 
-        write = self.protocol.call_text if isinstance(self.protocol, CommandTool) else None
-        sampler = PolicySampler(tokenizer, explorer_policy(write, self.setup.search_order))
+        policy = explorer_policy(self.protocol.call_text, self.setup.search_order)
+        sampler = PolicySampler(tokenizer, policy)
         return await self.play(sampler, tokenizer, tasks, 1, budget)
 
 

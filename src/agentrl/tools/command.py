@@ -226,6 +226,10 @@ class PlainCommandProtocol:
             lines.append(f"Observation:\n{result.step.observation.strip()}")
         return Message(role="tool", content="\n".join(lines), name=self.name)
 
+    def call_text(self, action: str) -> str:
+        """The assistant text that sends `action`: the command itself."""
+        return action
+
     def _listed(self, step: EnvStep) -> list[str]:
         actions = list(step.admissible_actions) if self.include_admissible else []
         return [self.actions_heading, *actions] if actions else []

@@ -114,6 +114,7 @@ def test_the_plain_protocol_is_the_command_and_the_observation() -> None:
     assert system.content == "Reply with one command."
     assert user.content == f"Observation:\n{STEP.observation}"
     assert protocol.parse(" Go to  fridge 1\n").action == "go to fridge 1"
+    assert protocol.call_text("go to fridge 1") == "go to fridge 1"
     assert protocol.parse("go to\nfridge 1").error is not None
     executed = ToolResult(TurnStatus.EXECUTED, STEP, ParsedAction(action="look"), 5, 30)
     assert protocol.tool_message(executed).content == f"Observation:\n{STEP.observation}"

@@ -241,7 +241,6 @@ async def test_the_explorer_wins_generated_games(
     protocol = (
         alfworld_plain_protocol() if plain else alfworld_tool_protocol(include_admissible=False)
     )
-    write = None if plain else protocol.call_text
     tokenizer = bpe_tokenizer([], 0)
     factory = alfworld_group_factory(AlfworldEnvOptions(max_steps=50), EnvWorkerPool(2))
     tasks = [g.to_task() for g in alfworld_games.games]
@@ -249,7 +248,7 @@ async def test_the_explorer_wins_generated_games(
         groups = await rollout_batch(
             tasks,
             env_factory=factory,
-            sampler=PolicySampler(tokenizer, explorer_policy(write, order)),
+            sampler=PolicySampler(tokenizer, explorer_policy(protocol.call_text, order)),
             renderer=ChatRenderer(tokenizer, protocol.tools),
             protocol=protocol,
             config=RolloutConfig(

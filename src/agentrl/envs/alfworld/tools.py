@@ -79,8 +79,8 @@ ALFWORLD_PLAIN_SYSTEM_PROMPT = "Reply with one command."
 def alfworld_plain_protocol() -> PlainCommandProtocol:
     """ALFWorld for small models trained from scratch: the reply is the command itself, no
     tool markup, no action lists and no step counter; each tool message is the observation,
-    after a short status line only when the turn was not simply executed (about a quarter of
-    the tool protocol's tokens per episode)."""
+    after a short status line only when the turn was not simply executed (an explorer episode
+    of small-room "put" games: 430 tokens against about 1,000 with the tool protocol)."""
     return PlainCommandProtocol(
         system_prompt=ALFWORLD_PLAIN_SYSTEM_PROMPT,
         include_admissible=False,
