@@ -49,9 +49,14 @@ def base_setup(size: str, seed: int, updates: int | None, task: str = "fetch") -
 
 
 def setup_of(args: argparse.Namespace, variant: Variant, seed: int) -> LearningSetup:
-    """The setup of one run: the preset, then the variant's change, then `--learning-rate`."""
+    """The setup of one run: the preset, then the variant's change, then `--learning-rate`
+    and `--kl-coef`."""
     setup = variant(base_setup(args.size, seed, args.updates, args.task))
-    return replace(setup, learning_rate=args.learning_rate) if args.learning_rate else setup
+    if args.learning_rate:
+        setup = replace(setup, learning_rate=args.learning_rate)
+    if args.kl_coef is not None:
+        setup = replace(setup, kl_coef=args.kl_coef)
+    return setup
 
 
 def add_arguments(parser: argparse.ArgumentParser, variants: Sequence[str], out: str) -> None:
@@ -65,6 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser, variants: Sequence[str], out:
     parser.add_argument("--task", choices=list(TASKS), default="fetch", help="fetch | fetch2")
     parser.add_argument("--updates", type=int, default=None, help="override the update count")
     parser.add_argument("--learning-rate", type=float, default=None, help="override the RL lr")
+    parser.add_argument(
+        "--kl-coef",
+        type=float,
+        default=None,
+        help="override the KL penalty to the warm-started policy (LearningSetup.kl_coef)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", choices=variants, default=variants[0], help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -119,6 +130,8 @@ def _launch(script: Path, args: argparse.Namespace, variant: str, seed: int) -> 
         command += ["--updates", str(args.updates)]
     if getattr(args, "learning_rate", None):
         command += ["--learning-rate", str(args.learning_rate)]
+    if getattr(args, "kl_coef", None) is not None:
+        command += ["--kl-coef", str(args.kl_coef)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     threads = str(args.threads)

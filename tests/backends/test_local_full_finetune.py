@@ -61,3 +61,35 @@ def test_a_from_scratch_model_trains_float32_weights_even_on_cuda() -> None:
     assert {p.dtype for p in LocalBackend.tiny(full_finetune=True).trainable_parameters()} == {
         torch.float32
     }
+
+
+async def test_a_frozen_reference_is_the_kl_penalty_of_full_finetuning(
+    qwen_tokenizer: object, tmp_path: Path, datum_factory: object
+) -> None:
+    """Full fine-tuning has no adapter to switch off: a KL step without a reference is refused
+    naming the fix; `freeze_reference` copies the weights, so the penalty is 0 until a step
+    moves them, and the reference's logprobs are then those of the frozen weights (a direct
+    forward pass), not the live ones."""
+    backend = _backend(qwen_tokenizer, tmp_path)
+    datums = [datum_factory(seed, 512) for seed in range(2)]  # type: ignore[operator]
+    kl = LossConfig(kl_coef=1.0)
+    with pytest.raises(ValueError, match="freeze_reference"):
+        await backend.forward_backward(datums, LossName.PPO, kl)
+    backend.engine.model.zero_grad(set_to_none=True)
+    tokens = list(range(1, 20))
+    frozen = backend.engine.sequence_logprobs(tokens)
+    backend.freeze_reference()
+    same = await backend.forward_backward(datums, LossName.PPO, kl)
+    assert same.metrics["kl_ref"] == pytest.approx(0.0, abs=1e-7)
+    await backend.optim_step(AdamParams(learning_rate=1e-2))
+    moved = await backend.forward_backward(datums, LossName.PPO, kl)
+    assert moved.metrics["kl_ref"] > 1e-4
+    live = backend.engine.sequence_logprobs(tokens)
+    assert not torch.allclose(live, frozen)
+    ids = torch.tensor([tokens])
+    where = torch.ones(1, len(tokens) - 1, dtype=torch.bool)
+    reference = backend.engine.reference_logprobs(
+        ids[:, :-1], torch.ones_like(ids[:, :-1]), where, ids[0, 1:]
+    )
+    torch.testing.assert_close(reference, frozen, rtol=0, atol=1e-6)
+    assert all(not p.requires_grad for p in backend.engine.reference.parameters())

@@ -44,13 +44,20 @@ SUMMARY = (
 
 
 def test_benchmark_script_smoke(tmp_path: Path) -> None:
-    """`benchmarks/learning.py` plumbing at the smoke size: runs, table, PNG, the last line."""
+    """`benchmarks/learning.py` plumbing at the smoke size: runs, table, PNG, the last line;
+    `--kl-coef` reaches the recipe, whose full fine-tuning then needs the frozen reference it
+    takes after the warm start (without it the KL step is refused)."""
+    import json
     import re
 
-    last, out = _smoke(tmp_path, "learning.py", "--estimators", "group_mean", "gigpo")
+    last, out = _smoke(
+        tmp_path, "learning.py", "--estimators", "group_mean", "gigpo", "--kl-coef", "0.1"
+    )
     assert re.fullmatch(SUMMARY, last), last
     assert (out / "learning.png").stat().st_size > 0
     assert "| gigpo | 1 |" in (out / "learning.md").read_text()
+    run = json.loads((out / "runs" / "group_mean-seed0.json").read_text())
+    assert run["setup"]["kl_coef"] == 0.1
 
 
 @pytest.mark.slow  # a benchmark script's plumbing: `make test-slow`

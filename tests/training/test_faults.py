@@ -106,12 +106,12 @@ def test_sigterm_in_the_background_saves_and_resumes_each_update_once(tmp_path: 
 
 
 def test_sigterm_during_a_long_local_rollout_stops_the_generation(tmp_path: Path) -> None:
-    """SIGTERM one second into update 2's rollout (one batch of 800-token replies on the local
+    """SIGTERM one second into update 2's rollout (one batch of 400-token replies on the local
     backend): the generation thread stops before its next decoding step, so the command exits
     with 143 well before that rollout could have finished (and within 10 s), with update 1's
     checkpoint; the resumed run records each update once."""
     run_dir = tmp_path / "run"
-    long_replies = ["--max-assistant-tokens", "800", "--max-trajectory-tokens", "1800"]
+    long_replies = ["--max-assistant-tokens", "400", "--max-trajectory-tokens", "1000"]
     flags = [*TRAIN, *long_replies, "--max-episode-steps", "1", "--save-every", "1"]
     flags += ["--run-dir", str(run_dir)]
     process = start(tmp_path, *flags, "--max-steps", "3")

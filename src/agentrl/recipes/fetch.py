@@ -61,6 +61,9 @@ class LearningSetup:
     normalisation: LossNormalisation = LossNormalisation.TOKENS
     norm_constant: float | None = None
     tis_cap: float | None = None
+    kl_coef: float = 0.0
+    """KL penalty to the warm-started policy (a frozen copy of the weights after the warm
+    start, `LocalBackend.freeze_reference`); 0: none, the recipe's."""
     optim_substeps: int = 1
     """Optimizer steps per update (`TrainConfig.optim_substeps`): 1, the recipe's one step."""
     max_steps_off_policy: int = 0

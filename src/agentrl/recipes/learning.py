@@ -305,6 +305,8 @@ async def learn(
         batch = rng.sample(demos, min(setup.sft_batch, len(demos)))
         await backend.forward_backward(batch, LossName.CROSS_ENTROPY, LossConfig())
         await backend.optim_step(AdamParams(learning_rate=setup.sft_learning_rate))
+    if setup.kl_coef > 0:
+        backend.freeze_reference()
     config = TrainConfig.model_validate(
         dict(
             base_model="tiny",
@@ -326,6 +328,7 @@ async def learn(
             normalisation=setup.normalisation,
             norm_constant=setup.norm_constant,
             tis_cap=setup.tis_cap,
+            kl_coef=setup.kl_coef,
             max_steps_off_policy=setup.max_steps_off_policy,
             optim_substeps=setup.optim_substeps,
             async_rollouts=setup.async_rollouts,

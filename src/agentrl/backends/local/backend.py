@@ -223,6 +223,15 @@ class LocalBackend:
             )
         return self._optimizer
 
+    def freeze_reference(self) -> None:
+        """Make a frozen copy of the current weights the KL penalty's reference policy
+        (`LossConfig.kl_coef > 0`). Needed in full fine-tuning, which has no adapter to
+        switch off (e.g. after a warm start: the penalty then holds RL near the warm-started
+        policy); with LoRA it replaces the default reference, the base model with the adapter
+        disabled. Costs one more copy of the model's weights; not saved in checkpoints (a
+        resumed run calls it again on the weights it resumes from)."""
+        self.engine.freeze_reference()
+
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         """The trained parameters (LoRA, or every weight), in a stable order."""
         return trainable_parameters(self.engine.model)

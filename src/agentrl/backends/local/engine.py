@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -41,6 +42,9 @@ class ModelEngine:
         config = self.base.config
         self.vocab_size: int = int(config.vocab_size)
         self.max_positions: int = int(getattr(config, "max_position_embeddings", 1 << 30))
+        self.reference: Any | None = None
+        """A frozen copy of the weights, the KL penalty's reference in full fine-tuning
+        (`freeze_reference`); with LoRA the reference is the base model, adapter off."""
 
     def kv_bytes_per_token(self) -> int:
         """Bytes of keys and values that one cached token takes."""
@@ -51,6 +55,41 @@ class ModelEngine:
         )
         element = torch.empty((), dtype=self.dtype).element_size()
         return 2 * int(config.num_hidden_layers) * heads * head_dim * element
+
+    def freeze_reference(self) -> None:
+        """Take a frozen copy of the current weights as the KL reference (no gradient, eval
+        mode): one more copy of the model in memory."""
+        with self.lock:
+            reference = copy.deepcopy(self.base).eval()
+            reference.requires_grad_(False)
+            self.reference = reference
+
+    def reference_logprobs(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        where: torch.Tensor,
+        targets: torch.Tensor,
+    ) -> torch.Tensor:
+        """Logprobs of `targets` at the positions `where` under the KL reference, no gradient:
+        the frozen copy when `freeze_reference` made one, else the base model with the LoRA
+        adapter disabled (peft's `disable_adapter()`: no second copy of the weights)."""
+        with torch.no_grad():
+            if self.reference is not None:
+                out = self.reference.model(input_ids=input_ids, attention_mask=attention_mask)
+                logits = self.reference.lm_head(out.last_hidden_state[where]).float()
+            elif hasattr(self.model, "disable_adapter"):
+                with self.model.disable_adapter():
+                    logits = self.unembed(self.hidden_states(input_ids, attention_mask)[where])
+            else:
+                raise ValueError(
+                    "a KL penalty (kl_coef > 0) needs a reference policy: with full "
+                    "fine-tuning there is no adapter to switch off, so call "
+                    "LocalBackend.freeze_reference() first (a frozen copy of the current "
+                    "weights), or train LoRA"
+                )
+            logp_all = torch.log_softmax(logits, dim=-1)
+            return logp_all.gather(-1, targets[:, None])[:, 0]
 
     def bump_version(self) -> None:
         """Record that the weights changed."""

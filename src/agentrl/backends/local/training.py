@@ -9,7 +9,8 @@ accumulates such sums part by part and divides by the whole batch's divisor at t
 
 KL penalty: the reference policy is the same model with the LoRA adapter disabled (peft's
 `disable_adapter()` context, no gradient): no second copy of the weights, one extra forward
-per micro-batch.
+per micro-batch; in full fine-tuning, the frozen copy `ModelEngine.freeze_reference` took
+(`LocalBackend.freeze_reference`).
 
 Several processes (torchrun): with a `DistributedContext` every rank trains on its shard of
 the same datums with the whole list's divisor, and the gradients are summed over the ranks
@@ -126,20 +127,6 @@ def _tensor(
     for i, row in enumerate(rows):
         out[i, : row.size] = row
     return torch.as_tensor(out, dtype=dtype, device=device)
-
-
-def _reference_logprobs(
-    engine: ModelEngine,
-    ids: torch.Tensor,
-    attention: torch.Tensor,
-    where: torch.Tensor,
-    targets: torch.Tensor,
-) -> torch.Tensor:
-    """Logprobs of `targets` under the base model (LoRA adapter disabled), without gradient."""
-    with torch.no_grad(), engine.model.disable_adapter():
-        hidden = engine.hidden_states(ids, attention)[where]
-        logp_all = torch.log_softmax(engine.unembed(hidden), dim=-1)
-        return logp_all.gather(-1, targets[:, None])[:, 0]
 
 
 @dataclass
@@ -318,7 +305,7 @@ def _accumulate(
             rows_index = row_owner[:, None].expand(-1, width)
             ref = None
             if config.kl_coef > 0:
-                ref = _reference_logprobs(engine, ids, attention, where, targets)
+                ref = engine.reference_logprobs(ids, attention, where, targets)
             sums.sampled.append(old.detach().cpu().double().numpy())
             sums.recomputed.append(logp.detach().cpu().double().numpy())
             part = policy_loss_sum(
