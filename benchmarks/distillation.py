@@ -30,6 +30,8 @@ bound, and is left out of `*_reached`).
                                          # the others read from the earlier call's runs
     python benchmarks/distillation.py --out runs/opdppo --variants opd --substeps 4 \
         --opd-loss ppo                   # 4 optimizer steps per update, PPO's clip (docs)
+    python benchmarks/distillation.py --out runs/opdkl --variants opd --substeps 4 \
+        --opd-loss ppo --kl-coef 0.05    # and a KL penalty to the warm-started policy
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def student_setup(args: argparse.Namespace, seed: int) -> learning.LearningSetup
         updates=args.updates,
         eval_every=args.eval_every,
         optim_substeps=args.substeps,
+        kl_coef=args.kl_coef,
     )
 
 
@@ -148,7 +151,7 @@ def _launch(args: argparse.Namespace, variant: str, seed: int) -> dict[str, obje
     command += ["--out", str(args.out), "--size", args.size, "--threads", str(args.threads)]
     command += ["--updates", str(args.updates), "--eval-every", str(args.eval_every)]
     command += ["--teacher-updates", str(args.teacher_updates), "--substeps", str(args.substeps)]
-    command += ["--opd-loss", args.opd_loss]
+    command += ["--opd-loss", args.opd_loss, "--kl-coef", str(args.kl_coef)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
@@ -273,6 +276,12 @@ def main() -> None:
         "the weights from the sampling policy within an update)",
     )
     parser.add_argument(
+        "--kl-coef",
+        type=float,
+        default=0.0,
+        help="every student's KL penalty to its warm-started policy (LearningSetup.kl_coef)",
+    )
+    parser.add_argument(
         "--variants",
         default=None,
         help=f"comma-separated subset of {','.join(VARIANTS)} to run (default: all); the "
@@ -293,6 +302,8 @@ def main() -> None:
     ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.kl_coef < 0:
+        parser.error("--kl-coef must be >= 0")
     if args.worker:
         worker(args)
         return
