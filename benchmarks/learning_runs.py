@@ -24,6 +24,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from agentrl.algo.schedule import LRSchedule
 from agentrl.recipes import learning
 from agentrl.recipes.fetch import two_decisions
 from agentrl.recipes.learning import LearningSetup
@@ -49,13 +50,16 @@ def base_setup(size: str, seed: int, updates: int | None, task: str = "fetch") -
 
 
 def setup_of(args: argparse.Namespace, variant: Variant, seed: int) -> LearningSetup:
-    """The setup of one run: the preset, then the variant's change, then `--learning-rate`
-    and `--kl-coef`."""
+    """The setup of one run: the preset, then the variant's change, then `--learning-rate`,
+    `--kl-coef` and `--lr-schedule` / `--final-learning-rate`."""
     setup = variant(base_setup(args.size, seed, args.updates, args.task))
     if args.learning_rate:
         setup = replace(setup, learning_rate=args.learning_rate)
     if args.kl_coef is not None:
         setup = replace(setup, kl_coef=args.kl_coef)
+    if args.lr_schedule is not None:
+        final = args.final_learning_rate
+        setup = replace(setup, lr_schedule=LRSchedule(args.lr_schedule), final_learning_rate=final)
     return setup
 
 
@@ -75,6 +79,18 @@ def add_arguments(parser: argparse.ArgumentParser, variants: Sequence[str], out:
         type=float,
         default=None,
         help="override the KL penalty to the warm-started policy (LearningSetup.kl_coef)",
+    )
+    parser.add_argument(
+        "--lr-schedule",
+        choices=[s.value for s in LRSchedule],
+        default=None,
+        help="override the RL learning rate's schedule (LearningSetup.lr_schedule)",
+    )
+    parser.add_argument(
+        "--final-learning-rate",
+        type=float,
+        default=None,
+        help="where a linear or cosine --lr-schedule ends (default: a tenth of the RL lr)",
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", choices=variants, default=variants[0], help=argparse.SUPPRESS)
@@ -132,6 +148,10 @@ def _launch(script: Path, args: argparse.Namespace, variant: str, seed: int) -> 
         command += ["--learning-rate", str(args.learning_rate)]
     if getattr(args, "kl_coef", None) is not None:
         command += ["--kl-coef", str(args.kl_coef)]
+    if getattr(args, "lr_schedule", None) is not None:
+        command += ["--lr-schedule", args.lr_schedule]
+    if getattr(args, "final_learning_rate", None) is not None:
+        command += ["--final-learning-rate", str(args.final_learning_rate)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     threads = str(args.threads)

@@ -51,13 +51,21 @@ def test_benchmark_script_smoke(tmp_path: Path) -> None:
     import re
 
     last, out = _smoke(
-        tmp_path, "learning.py", "--estimators", "group_mean", "gigpo", "--kl-coef", "0.1"
+        tmp_path,
+        "learning.py",
+        "--estimators",
+        "group_mean",
+        "gigpo",
+        "--kl-coef",
+        "0.1",
+        "--lr-schedule",
+        "linear",
     )
     assert re.fullmatch(SUMMARY, last), last
     assert (out / "learning.png").stat().st_size > 0
     assert "| gigpo | 1 |" in (out / "learning.md").read_text()
     run = json.loads((out / "runs" / "group_mean-seed0.json").read_text())
-    assert run["setup"]["kl_coef"] == 0.1
+    assert run["setup"]["kl_coef"] == 0.1 and run["setup"]["lr_schedule"] == "linear"
 
 
 @pytest.mark.slow  # a benchmark script's plumbing: `make test-slow`

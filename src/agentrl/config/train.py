@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from agentrl.algo.advantages import AdvantageEstimator
 from agentrl.algo.rewards import Reward
+from agentrl.algo.schedule import LRSchedule, scheduled_learning_rate
 from agentrl.backends.base import (
     AdamParams,
     KLEstimator,
@@ -47,6 +48,17 @@ class TrainConfig(CommonConfig):
     train_split: str = Field("train", min_length=1, description="data split to train on")
     lora_rank: int = Field(32, ge=1, le=512, description="LoRA rank")
     learning_rate: float = Field(1e-6, gt=0.0, description="Adam learning rate")
+    lr_schedule: LRSchedule = Field(
+        LRSchedule.CONSTANT,
+        description="learning rate over the updates: constant, or linear / cosine from "
+        "--learning-rate at update 1 to --final-learning-rate at --max-steps",
+    )
+    final_learning_rate: float | None = Field(
+        None,
+        gt=0.0,
+        description="the rate a linear or cosine --lr-schedule reaches at the last update "
+        "(default: a tenth of --learning-rate)",
+    )
     beta1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam beta1")
     beta2: float = Field(0.95, ge=0.0, lt=1.0, description="Adam beta2")
     adam_eps: float = Field(1e-8, gt=0.0, description="Adam epsilon")
@@ -282,6 +294,15 @@ class TrainConfig(CommonConfig):
         return self
 
     @model_validator(mode="after")
+    def _check_schedule(self) -> Self:
+        if self.final_learning_rate is not None and self.lr_schedule is LRSchedule.CONSTANT:
+            raise ValueError(
+                "--final-learning-rate is the end of a schedule: add --lr-schedule linear or "
+                "--lr-schedule cosine, or drop it"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_dual_clip(self) -> Self:
         if self.dual_clip is not None and 0 < self.dual_clip <= 1:
             raise ValueError(
@@ -311,10 +332,18 @@ class TrainConfig(CommonConfig):
             )
         return self
 
-    def adam_params(self) -> AdamParams:
-        """Optimizer step parameters."""
+    def scheduled_learning_rate(self, update: int) -> float:
+        """The learning rate of update `update` (1-based) under `lr_schedule` over
+        `max_steps` updates (`agentrl.algo.schedule`)."""
+        final = self.final_learning_rate or self.learning_rate / 10
+        return scheduled_learning_rate(
+            self.lr_schedule, self.learning_rate, final, update, self.max_steps
+        )
+
+    def adam_params(self, update: int = 1) -> AdamParams:
+        """Optimizer step parameters of update `update` (its scheduled learning rate)."""
         return AdamParams(
-            learning_rate=self.learning_rate,
+            learning_rate=self.scheduled_learning_rate(update),
             beta1=self.beta1,
             beta2=self.beta2,
             eps=self.adam_eps,

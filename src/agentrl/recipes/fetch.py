@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agentrl.algo.schedule import LRSchedule
 from agentrl.backends.base import LossName, LossNormalisation, Sampler
 from agentrl.core.env import EnvGroupFactory
 from agentrl.core.types import TaskInfo, TrajectoryGroup
@@ -54,6 +55,10 @@ class LearningSetup:
     group_size: int = 8
     learning_rate: float = 5e-4
     """RL learning rate (Adam); 1e-3 learns faster at first but stalls below 80%."""
+    lr_schedule: LRSchedule = LRSchedule.CONSTANT
+    """The RL learning rate over the updates (`TrainConfig.lr_schedule`): constant, the
+    recipe's, or linear / cosine down to `final_learning_rate` at the last update."""
+    final_learning_rate: float | None = None
     estimator: str = "group_mean"
     loss: LossName = LossName.PPO
     clip_low: float = 0.8

@@ -320,6 +320,8 @@ async def learn(
             games_per_batch=setup.games_per_batch,
             group_size=setup.group_size,
             learning_rate=setup.learning_rate,
+            lr_schedule=setup.lr_schedule,
+            final_learning_rate=setup.final_learning_rate,
             lora_rank=setup.lora_rank,
             estimator=setup.estimator,
             loss=setup.loss,

@@ -263,20 +263,22 @@ class Trainer:
         handing it to `on_group` as it finishes (`self.play`, i.e. `play_tasks`)."""
         return await self.play(tasks, sampler, version, label, on_group)
 
-    async def _step(self, result: ForwardBackwardResult, timings: dict[str, float]) -> _Trained:
+    async def _step(
+        self, result: ForwardBackwardResult, timings: dict[str, float], number: int
+    ) -> _Trained:
         clock = time.perf_counter()
-        optim = dict(await self.backend.optim_step(self.config.adam_params()))
+        optim = dict(await self.backend.optim_step(self.config.adam_params(number)))
         timings["optim_step"] = time.perf_counter() - clock
         return _Trained(result, optim, timings)
 
-    async def _train(self, scored: Sequence[ScoredGroup], seconds: float) -> _Trained:
+    async def _train(self, scored: Sequence[ScoredGroup], seconds: float, number: int) -> _Trained:
         """Datums of the scored groups, one forward_backward and one optim_step (none without
-        datums); `seconds`: the source's time estimating advantages."""
+        datums) for update `number`; `seconds`: the source's time estimating advantages."""
         config = self.config
         clock = time.perf_counter()
         advantages = Advantages(tuple(s.advantages for s in scored))
         if self.rejection is not None:
-            return await self._train_kept(scored, seconds, advantages)
+            return await self._train_kept(scored, seconds, advantages, number)
         every_token = config.loss_config().needs_every_token or self.distillation is not None
         pairs = scored_trajectory_datums(scored, keep_zero_advantage=every_token)
         datums = [d for _, d in pairs]
@@ -293,7 +295,7 @@ class Trainer:
                 "distill/teacher_logprob": batch.teacher_logprob,
             }
             timings["teacher"] = time.perf_counter() - clock
-        trained = await self._fit(datums, config.loss, config.loss_config(), timings)
+        trained = await self._fit(datums, config.loss, config.loss_config(), timings, number)
         return replace(trained, scalars={**trained.scalars, **teacher}, advantages=advantages)
 
     async def _fit(
@@ -302,10 +304,12 @@ class Trainer:
         loss: LossName,
         loss_config: LossConfig,
         timings: dict[str, float],
+        number: int,
     ) -> _Trained:
         """`forward_backward` and `optim_step` on `datums`: once, or on each of
-        `config.optim_substeps` parts of whole trajectories (`agentrl.training.substeps`)."""
-        adam = self.config.adam_params()
+        `config.optim_substeps` parts of whole trajectories (`agentrl.training.substeps`), at
+        update `number`'s scheduled learning rate."""
+        adam = self.config.adam_params(number)
         result, optim, fb_seconds, optim_seconds = await run_substeps(
             datums,
             self.config.optim_substeps,
@@ -317,7 +321,7 @@ class Trainer:
         return _Trained(result, optim, timings)
 
     async def _train_kept(
-        self, scored: Sequence[ScoredGroup], seconds: float, advantages: Advantages
+        self, scored: Sequence[ScoredGroup], seconds: float, advantages: Advantages, number: int
     ) -> _Trained:
         """Rejection sampling: cross entropy on the kept trajectories (no step without any)."""
         assert self.rejection is not None
@@ -326,13 +330,19 @@ class Trainer:
         timings = {"advantages": seconds + time.perf_counter() - clock}
         if not batch.datums:
             return _Trained(None, batch.scalars(), timings, advantages)
-        trained = await self._fit(batch.datums, LossName.CROSS_ENTROPY, LossConfig(), timings)
+        trained = await self._fit(
+            batch.datums, LossName.CROSS_ENTROPY, LossConfig(), timings, number
+        )
         return replace(
             trained, scalars={**trained.scalars, **batch.scalars()}, advantages=advantages
         )
 
     async def _train_streamed(
-        self, streamer: GroupStreamer, scored: Sequence[ScoredGroup], seconds: float
+        self,
+        streamer: GroupStreamer,
+        scored: Sequence[ScoredGroup],
+        seconds: float,
+        number: int,
     ) -> _Trained:
         """The rest of a streamed batch, the stream's finish, one optim_step."""
         batch = await finish_streamed(streamer, scored)
@@ -340,7 +350,7 @@ class Trainer:
         timings["advantages"] += seconds
         if batch.result is None:
             return _Trained(None, {}, timings, batch.advantages)
-        trained = await self._step(batch.result, timings)
+        trained = await self._step(batch.result, timings, number)
         return replace(trained, advantages=batch.advantages)
 
     def _streamer(self) -> GroupStreamer | None:
@@ -364,7 +374,7 @@ class Trainer:
         groups = list(taken.groups)
         rollout_seconds, seconds = time.perf_counter() - clock, taken.advantage_seconds
         trains = self._train if streamer is None else partial(self._train_streamed, streamer)
-        work = trains(taken.scored, seconds)
+        work = trains(taken.scored, seconds, number)
         step = asyncio.ensure_future(work)
         cancelled = False
         try:
