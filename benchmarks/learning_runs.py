@@ -63,6 +63,18 @@ def setup_of(args: argparse.Namespace, variant: Variant, seed: int) -> LearningS
     return setup
 
 
+def check_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before any run starts, the overrides the workers' TrainConfig would refuse
+    after their warm starts: a negative `--kl-coef`, `--final-learning-rate` alone."""
+    if args.kl_coef is not None and args.kl_coef < 0:
+        parser.error(f"--kl-coef must be >= 0, got {args.kl_coef}")
+    if args.final_learning_rate is not None and args.lr_schedule in (None, "constant"):
+        parser.error(
+            "--final-learning-rate is the end of a schedule: add --lr-schedule linear or "
+            "--lr-schedule cosine, or drop it"
+        )
+
+
 def add_arguments(parser: argparse.ArgumentParser, variants: Sequence[str], out: str) -> None:
     """The options both benchmarks share (and the hidden worker options)."""
     parser.add_argument("--out", type=Path, default=Path(out))
@@ -334,6 +346,7 @@ def main(
     chosen = list(default) if default is not None else names
     parser.add_argument(option, nargs="+", choices=names, default=chosen, dest="chosen")
     args = parser.parse_args()
+    check_overrides(parser, args)
     if args.worker:
         worker(args, variants)
         return

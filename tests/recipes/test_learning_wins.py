@@ -68,6 +68,26 @@ def test_benchmark_script_smoke(tmp_path: Path) -> None:
     assert run["setup"]["kl_coef"] == 0.1 and run["setup"]["lr_schedule"] == "linear"
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--kl-coef", "-1"], "--kl-coef must be >= 0"),
+        (["--final-learning-rate", "1e-4"], "--final-learning-rate is the end of a schedule"),
+    ],
+)
+def test_benchmark_script_refuses_bad_overrides_before_any_run(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "bench"
+    command = [sys.executable, str(BENCHMARKS / "learning.py"), "--out", str(out), *flags]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and message in done.stderr, done.stderr[-2000:]
+    assert not out.exists()  # refused before any run wrote anything
+
+
 @pytest.mark.slow  # a benchmark script's plumbing: `make test-slow`
 def test_losses_script_smoke(tmp_path: Path) -> None:
     """`benchmarks/losses.py` at the smoke size: one off-policy loss and the on-policy PPO."""
