@@ -13,10 +13,17 @@ seed noise. The last line printed is
 K: its seeds whose held-out success after RL is >= 0.9, >= 0.8 with `--task fetch2`, the
 two-decision task).
 
-    python benchmarks/learning.py --out runs/learning                       # 4 estimators x 3 seeds
+The default size is `robust` (`agentrl.recipes.fetch.ROBUST`: the benchmark preset with a KL
+penalty of 0.05 to the warm-started policy and 350 updates, 10 of 10 seeds >= 90%); `--size
+benchmark` is the plain recipe (no penalty, 150 updates), the size `winners_only` and the
+two-decision task were measured at.
+
+    python benchmarks/learning.py --out runs/robust --estimators group_mean --seeds 10
+    python benchmarks/learning.py --out runs/learning --size benchmark   # 4 estimators x 3 seeds
     python benchmarks/learning.py --out runs/one --estimators group_mean --seeds 1
-    python benchmarks/learning.py --out runs/winners --estimators winners_only --seeds 10
-    python benchmarks/learning.py --out runs/fetch2 --task fetch2 --estimators winners_only
+    python benchmarks/learning.py --out runs/winners --size benchmark --estimators winners_only
+    python benchmarks/learning.py --out runs/fetch2 --task fetch2 --size benchmark \
+        --estimators winners_only --seeds 10
 """
 
 from __future__ import annotations
@@ -62,4 +69,5 @@ if __name__ == "__main__":
         label="estimator",
         title="fetch task: held-out success (mean over seeds, min-max band)",
         default=ESTIMATORS,
+        default_size="robust",
     )

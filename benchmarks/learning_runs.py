@@ -34,7 +34,7 @@ Run = dict[str, Any]
 Variant = Callable[[LearningSetup], LearningSetup]
 """A change to the setup (e.g. another estimator or loss)."""
 
-SIZES = ("benchmark", "test", "demo", "smoke")
+SIZES = ("robust", "benchmark", "test", "demo", "smoke")
 TASKS: dict[str, Variant] = {"fetch": lambda setup: setup, "fetch2": two_decisions}
 """`fetch`: one decision (which object; 4 objects, 1 receptacle); `fetch2`: two (object and
 receptacle, 3 x 3; `agentrl.recipes.fetch.two_decisions`)."""
@@ -44,7 +44,12 @@ OK_AT = {"fetch": 0.9, "fetch2": 0.8}
 
 def base_setup(size: str, seed: int, updates: int | None, task: str = "fetch") -> LearningSetup:
     """The preset `size` of `task` with `seed` (and `updates`, when given)."""
-    presets = {"benchmark": learning.BENCHMARK, "test": learning.TEST, "demo": learning.DEMO}
+    presets = {
+        "robust": learning.ROBUST,
+        "benchmark": learning.BENCHMARK,
+        "test": learning.TEST,
+        "demo": learning.DEMO,
+    }
     chosen = TASKS[task](replace(presets.get(size, learning.SMOKE), seed=seed))
     return replace(chosen, updates=updates) if updates else chosen
 
@@ -75,14 +80,26 @@ def check_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         )
 
 
-def add_arguments(parser: argparse.ArgumentParser, variants: Sequence[str], out: str) -> None:
-    """The options both benchmarks share (and the hidden worker options)."""
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    variants: Sequence[str],
+    out: str,
+    default_size: str = "benchmark",
+) -> None:
+    """The options both benchmarks share (and the hidden worker options); `--size` defaults
+    to `default_size`."""
     parser.add_argument("--out", type=Path, default=Path(out))
     parser.add_argument("--seeds", type=int, default=3, help="seeds F..F+N-1 (F: --first-seed)")
     parser.add_argument("--first-seed", type=int, default=0, help="the first seed F")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
-    parser.add_argument("--size", choices=SIZES, default="benchmark")
+    parser.add_argument(
+        "--size",
+        choices=SIZES,
+        default=default_size,
+        help="the preset (robust: the benchmark's plus a KL penalty and 350 updates; "
+        f"default: {default_size})",
+    )
     parser.add_argument("--task", choices=list(TASKS), default="fetch", help="fetch | fetch2")
     parser.add_argument("--updates", type=int, default=None, help="override the update count")
     parser.add_argument("--learning-rate", type=float, default=None, help="override the RL lr")
@@ -336,13 +353,14 @@ def main(
     label: str,
     title: str,
     default: Sequence[str] | None = None,
+    default_size: str = "benchmark",
 ) -> None:
     """A benchmark's command line: `option` (e.g. `--estimators`) picks variants (`default`:
-    all of them); with the hidden `--worker` flag, be one run; else run them all, report,
-    print the summary line."""
+    all of them), `--size` the preset (`default_size`); with the hidden `--worker` flag, be
+    one run; else run them all, report, print the summary line."""
     names = list(variants)
     parser = argparse.ArgumentParser(description=description)
-    add_arguments(parser, names, f"runs/{stem}")
+    add_arguments(parser, names, f"runs/{stem}", default_size)
     chosen = list(default) if default is not None else names
     parser.add_argument(option, nargs="+", choices=names, default=chosen, dest="chosen")
     args = parser.parse_args()

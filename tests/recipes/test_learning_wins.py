@@ -88,6 +88,32 @@ def test_benchmark_script_refuses_bad_overrides_before_any_run(
     assert not out.exists()  # refused before any run wrote anything
 
 
+def test_learning_benchmark_defaults_to_the_robust_recipe() -> None:
+    """`benchmarks/learning.py` without `--size` runs `ROBUST`, the setup measured on 10 of
+    10 seeds (the plain recipe plus a KL penalty of 0.05 and 350 updates, nothing else)."""
+    import subprocess
+    import sys
+    from dataclasses import replace
+
+    from agentrl.learning import BENCHMARK, ROBUST
+
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "learning.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "default: robust" in " ".join(done.stdout.split())
+    assert replace(BENCHMARK, kl_coef=0.05, updates=350) == ROBUST
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import learning_runs
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert learning_runs.base_setup("robust", 4, None) == replace(ROBUST, seed=4)
+
+
 @pytest.mark.slow  # a benchmark script's plumbing: `make test-slow`
 def test_losses_script_smoke(tmp_path: Path) -> None:
     """`benchmarks/losses.py` at the smoke size: one off-policy loss and the on-policy PPO."""

@@ -55,6 +55,7 @@ from agentrl.core.types import TrajectoryGroup
 from agentrl.recipes.fetch import (
     BENCHMARK,
     DEMO,
+    ROBUST,
     SMOKE,
     TEST,
     EnvWrapper,
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BENCHMARK",
     "DEMO",
+    "ROBUST",
     "SMOKE",
     "TEST",
     "EvalPoint",
