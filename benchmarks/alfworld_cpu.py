@@ -34,8 +34,8 @@ from pathlib import Path
 from agentrl.recipes.alfworld_scratch import (
     PRESETS,
     ScratchResult,
-    ScratchSetup,
     add_format_arguments,
+    format_overrides,
     generate_scratch_games,
     result_markdown,
     run_scratch,
@@ -111,11 +111,10 @@ def main() -> None:
     overrides = {
         "sft_steps": args.sft_steps,
         "updates": args.updates,
-        "protocol": args.protocol,
-        "search_order": args.search_order,
     }
     chosen = PRESETS[args.preset]
-    base: ScratchSetup = replace(chosen, **{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    base = format_overrides(replace(chosen, **given), args)
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     games = args.data_root or generate_scratch_games(base, args.out / "games")  # seed: preset's

@@ -29,6 +29,7 @@ from pathlib import Path
 from agentrl.recipes.alfworld_scratch import (
     PRESETS,
     add_format_arguments,
+    format_overrides,
     result_markdown,
     run_scratch,
 )
@@ -49,10 +50,9 @@ def main() -> None:
         "device": args.device,
         "updates": args.updates,
         "seed": args.seed,
-        "protocol": args.protocol,
-        "search_order": args.search_order,
     }
-    setup = replace(setup, **{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    setup = format_overrides(replace(setup, **given), args)
     args.out.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run_scratch(setup, args.out, args.data_root))
     (args.out / "result.json").write_text(json.dumps(asdict(result), indent=2))

@@ -118,6 +118,8 @@ def worker(args: argparse.Namespace) -> None:
         teacher = asyncio.run(learning.load_teacher(teacher_cfg, tokenizer, args.out / "teacher"))
         distillation = Distillation(teacher, kl_coef=1.0, reward_coef=0.0)
         setup = replace(setup, loss=LossName(args.opd_loss))
+        if args.opd_learning_rate is not None:
+            setup = replace(setup, learning_rate=args.opd_learning_rate)
     behaviour = None
     if args.variant == "imitate":  # SFT on the teacher's won games, played as the others play
         behaviour = asyncio.run(
@@ -152,6 +154,8 @@ def _launch(args: argparse.Namespace, variant: str, seed: int) -> dict[str, obje
     command += ["--updates", str(args.updates), "--eval-every", str(args.eval_every)]
     command += ["--teacher-updates", str(args.teacher_updates), "--substeps", str(args.substeps)]
     command += ["--opd-loss", args.opd_loss, "--kl-coef", str(args.kl_coef)]
+    if args.opd_learning_rate is not None:
+        command += ["--opd-learning-rate", str(args.opd_learning_rate)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
@@ -276,6 +280,12 @@ def main() -> None:
         "the weights from the sampling policy within an update)",
     )
     parser.add_argument(
+        "--opd-learning-rate",
+        type=float,
+        default=None,
+        help="the opd student's learning rate (default: the recipe's RL rate, every variant's)",
+    )
+    parser.add_argument(
         "--kl-coef",
         type=float,
         default=0.0,
@@ -304,6 +314,8 @@ def main() -> None:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.kl_coef < 0:
         parser.error("--kl-coef must be >= 0")
+    if args.opd_learning_rate is not None and args.opd_learning_rate <= 0:
+        parser.error(f"--opd-learning-rate must be > 0, got {args.opd_learning_rate}")
     if args.worker:
         worker(args)
         return

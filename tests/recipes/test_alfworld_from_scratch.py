@@ -55,12 +55,12 @@ CPU_SCRIPT = BENCHMARKS / "alfworld_cpu.py"
 
 def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_path: Path) -> None:
     """`benchmarks/alfworld_cpu.py` at the smoke size, on the plain protocol with the listed
-    search order: per-seed results, the summary table (steps and invalid actions per episode
-    before / after RL) and the last line's keys."""
+    search order and two relabelled copies of each train game: per-seed results, the summary
+    table (steps and invalid actions per episode before / after RL) and the last line's keys."""
     out = tmp_path / "cpu"
     command = [sys.executable, str(CPU_SCRIPT), "--preset", "cpu-smoke", "--out", str(out)]
     command += ["--seeds", "1", "--first-seed", "4", "--data-root", str(alfworld_games.root)]
-    command += ["--protocol", "plain", "--search-order", "listed"]
+    command += ["--protocol", "plain", "--search-order", "listed", "--relabeled-copies", "2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
@@ -74,6 +74,8 @@ def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_pa
     assert result["setup"]["seed"] == 4
     assert (result["setup"]["protocol"], result["setup"]["search_order"]) == ("plain", "listed")
     assert result["explorer_train"]["success"] > 0  # the explorer wins through the plain protocol
+    assert result["setup"]["relabeled_copies"] == 2
+    assert result["demos"] == result["explorer_train"]["episodes"] == 6 * 3  # games and copies
     assert float(match[1]) == round(result["before_rl"]["success"], 3)
     assert float(match[2]) == round(result["after_rl"]["success"], 3)
     after = result["after_rl"]

@@ -25,6 +25,7 @@ def test_distillation_benchmark_smoke(tmp_path: Path) -> None:
     command = [sys.executable, str(SCRIPT), "--out", str(out), "--size", "smoke", "--seeds", "1"]
     command += ["--updates", "2", "--eval-every", "1", "--teacher-updates", "2"]
     command += ["--kl-coef", "0.1"]  # every student: KL to its warm start (a frozen copy)
+    command += ["--opd-learning-rate", "1e-3"]  # the distilled student's own rate
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
@@ -41,6 +42,9 @@ def test_distillation_benchmark_smoke(tmp_path: Path) -> None:
     opd = json.loads((out / "runs" / "opd-seed0.json").read_text())
     assert opd["setup"]["loss"] == "importance_sampling"
     assert opd["setup"]["kl_coef"] == 0.1
+    assert opd["setup"]["learning_rate"] == 1e-3
+    rl = json.loads((out / "runs" / "rl-seed0.json").read_text())
+    assert rl["setup"]["learning_rate"] == opd["setup"]["learning_rate"] / 2  # the recipe's
     summary = (out / "summary.md").read_text()
     assert "| rl | 0 |" in summary and "| opd | 0 |" in summary
     assert (out / "curves.png").stat().st_size > 0

@@ -12,7 +12,10 @@ learns to play generated ALFWorld games, everything the library's own:
    ALFWorld tool protocol: real `alfworld_step` tool calls (Qwen's XML form) and no
    admissible-action lists, so prompts stay short and every command must be written, not
    copied from a list. Every episode is a demonstration, also one cut at the step limit (the
-   moves are still the explorer's);
+   moves are still the explorer's). With `relabeled_copies` the explorer also plays that
+   many relabelled copies of each train game (`agentrl.envs.alfworld.relabel`: instance
+   numbers permuted, the room's listing shuffled), so the demonstrations stop being a few
+   dozen rooms to memorise;
 3. a byte-level BPE tokenizer of the project's own is trained on rendered explorer episodes
    (`agentrl.recipes.tokenizer.bpe_tokenizer`, Qwen3-style chat template);
 4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datum`: assistant
@@ -41,6 +44,7 @@ from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_gr
 from agentrl.envs.alfworld.data import TASK_TYPES, find_games
 from agentrl.envs.alfworld.explorer import SearchOrder, explorer_policy
 from agentrl.envs.alfworld.generate import generate_games
+from agentrl.envs.alfworld.relabel import RelabelingFactory, relabeled_tasks
 from agentrl.envs.alfworld.tools import alfworld_plain_protocol, alfworld_tool_protocol
 from agentrl.executors.process import default_workers
 from agentrl.recipes.tokenizer import bpe_tokenizer
@@ -59,6 +63,7 @@ __all__ = [
     "ScratchResult",
     "ScratchSetup",
     "add_format_arguments",
+    "format_overrides",
     "generate_scratch_games",
     "result_markdown",
     "run_scratch",
@@ -95,6 +100,12 @@ class ScratchSetup:
     observations only (`alfworld_plain_protocol`, under half the tokens)."""
     search_order: SearchOrder = "surfaces_first"
     """The explorer's search order (`agentrl.envs.alfworld.explorer.SearchOrder`)."""
+    relabeled_copies: int = 0
+    """Relabelled copies of each train game (`agentrl.envs.alfworld.relabel`) the explorer
+    also plays for the demonstrations and the tokenizer's corpus; RL and evaluation play the
+    games as they are."""
+    relabel_numbers: int = 15
+    """A copy's instance numbers are a permutation of 1..this (`Relabel.numbers`)."""
     max_steps: int = 50
     """Replies per episode (the recipe's 50; the explorer needs 13 on average)."""
     max_reply_tokens: int = 48
@@ -265,8 +276,9 @@ def _tasks(
 
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
-    """The benchmarks' `--protocol` and `--search-order` (overrides of the preset's
-    `ScratchSetup.protocol` / `search_order`; None: the preset's)."""
+    """The benchmarks' `--protocol`, `--search-order` and `--relabeled-copies` (overrides of
+    the preset's `ScratchSetup.protocol` / `search_order` / `relabeled_copies`; None: the
+    preset's; `format_overrides` applies them)."""
     parser.add_argument(
         "--protocol",
         choices=get_args(ScratchProtocol),
@@ -279,6 +291,25 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the explorer's search order (default: the preset's)",
     )
+    parser.add_argument(
+        "--relabeled-copies",
+        type=int,
+        default=None,
+        help="relabelled copies of each train game in the demonstrations (default: preset's)",
+    )
+
+
+def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSetup:
+    """`setup` with the `add_format_arguments` options that were given."""
+    if args.relabeled_copies is not None and args.relabeled_copies < 0:
+        raise SystemExit(f"--relabeled-copies must be >= 0, got {args.relabeled_copies}")
+    if args.protocol is not None:
+        setup = replace(setup, protocol=args.protocol)
+    if args.search_order is not None:
+        setup = replace(setup, search_order=args.search_order)
+    if args.relabeled_copies is not None:
+        setup = replace(setup, relabeled_copies=args.relabeled_copies)
+    return setup
 
 
 def scratch_protocol(name: ScratchProtocol) -> CommandTool | PlainCommandProtocol:
@@ -298,7 +329,9 @@ class _Run:
         self.setup = setup
         self.protocol = scratch_protocol(setup.protocol)
         pool = EnvWorkerPool(setup.env_workers or None)
-        self.factory = alfworld_group_factory(AlfworldEnvOptions(max_steps=setup.max_steps), pool)
+        games = alfworld_group_factory(AlfworldEnvOptions(max_steps=setup.max_steps), pool)
+        self.factory = RelabelingFactory(games, setup.seed, setup.relabel_numbers)
+        """Plays a copy named by `relabeled_tasks` through its renaming, any game as it is."""
 
     async def play(
         self,
@@ -479,12 +512,14 @@ async def run_scratch(
     train, held_out = _tasks(setup, out, data_root)
     lap("games")
     run = _Run(setup)
+    copies = relabeled_tasks(train, setup.relabeled_copies)
     try:
         byte_level = bpe_tokenizer([], 0)
-        corpus, _ = await run.explore(byte_level, train[: setup.corpus_games], BYTE_BUDGET)
+        corpus_games = train[: setup.corpus_games] + copies[: setup.corpus_games]
+        corpus, _ = await run.explore(byte_level, corpus_games, BYTE_BUDGET)
         tokenizer = bpe_tokenizer(_texts(corpus, byte_level), setup.vocab_size)
         lap("tokenizer")
-        groups, explorer_train = await run.explore(tokenizer, train)
+        groups, explorer_train = await run.explore(tokenizer, train + copies)
         episodes = [t for g in groups for t in g.trajectories if t.turns]
         demos = [trajectory_to_datum(t, [1.0] * len(t.turns)) for t in episodes]
         _, explorer_eval = await run.explore(tokenizer, held_out)
