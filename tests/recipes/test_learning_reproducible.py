@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from agentrl.env import EnvAction, EnvGroup, EnvGroupFactory, EnvStep, TaskInfo
+from agentrl.env import EnvAction, EnvGroup, EnvGroupFactory, EnvGroupWrapper, EnvStep, TaskInfo
 
 SHORT = dict(
     updates=3,
@@ -36,20 +36,12 @@ SHORT = dict(
 )
 
 
-class _Delayed:
+class _Delayed(EnvGroupWrapper):
     """An `EnvGroup` whose reset and steps wait a random (unseeded) few milliseconds."""
 
     def __init__(self, inner: EnvGroup, jitter: random.Random) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.jitter = jitter
-
-    @property
-    def task(self) -> TaskInfo:
-        return self.inner.task
-
-    @property
-    def size(self) -> int:
-        return self.inner.size
 
     async def _wait(self) -> None:
         await asyncio.sleep(self.jitter.random() * 0.004)
@@ -61,9 +53,6 @@ class _Delayed:
     async def step(self, actions: Sequence[EnvAction | None]) -> list[EnvStep]:
         await self._wait()
         return await self.inner.step(actions)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 def _delayed(factory: EnvGroupFactory) -> EnvGroupFactory:

@@ -24,6 +24,7 @@ __all__ = [
     "EnvAction",
     "EnvGroup",
     "EnvGroupFactory",
+    "EnvGroupWrapper",
     "EnvStep",
     "PlacedEnvGroup",
     "TaskInfo",
@@ -73,6 +74,36 @@ class EnvGroup(Protocol):
     async def close(self) -> None:
         """Release resources; calling it twice is harmless."""
         ...
+
+
+class EnvGroupWrapper:
+    """An `EnvGroup` around another (`inner`): every call goes to `inner`; a subclass overrides
+    what it changes (e.g. `reset` and `step` to rewrite what the agent sees)."""
+
+    def __init__(self, inner: EnvGroup) -> None:
+        self.inner = inner
+
+    @property
+    def task(self) -> TaskInfo:
+        """The task of `inner`."""
+        return self.inner.task
+
+    @property
+    def size(self) -> int:
+        """Number of branches K of `inner`."""
+        return self.inner.size
+
+    async def reset(self) -> list[EnvStep]:
+        """Reset `inner`."""
+        return await self.inner.reset()
+
+    async def step(self, actions: Sequence[EnvAction | None]) -> list[EnvStep]:
+        """Step `inner`."""
+        return await self.inner.step(actions)
+
+    async def close(self) -> None:
+        """Close `inner`."""
+        await self.inner.close()
 
 
 @runtime_checkable

@@ -232,11 +232,9 @@ async def test_the_explorer_wins_generated_games(
     session's generated set (all six task types, train and unseen floor plans); and through
     the plain protocol (the command alone) searching in the listed order."""
     pytest.importorskip("transformers")
-    from agentrl.chat import ChatRenderer
     from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
     from agentrl.learning_tokenizer import bpe_tokenizer
-    from agentrl.rollout import RolloutConfig, rollout_batch
-    from agentrl.testing import PolicySampler
+    from tests.helpers.explorer_helpers import explorer_episodes
 
     protocol = (
         alfworld_plain_protocol() if plain else alfworld_tool_protocol(include_admissible=False)
@@ -245,20 +243,7 @@ async def test_the_explorer_wins_generated_games(
     factory = alfworld_group_factory(AlfworldEnvOptions(max_steps=50), EnvWorkerPool(2))
     tasks = [g.to_task() for g in alfworld_games.games]
     try:
-        groups = await rollout_batch(
-            tasks,
-            env_factory=factory,
-            sampler=PolicySampler(tokenizer, explorer_policy(protocol.call_text, order)),
-            renderer=ChatRenderer(tokenizer, protocol.tools),
-            protocol=protocol,
-            config=RolloutConfig(
-                group_size=1,
-                max_env_steps=50,
-                max_assistant_tokens=512,
-                max_trajectory_tokens=131_072,
-            ),
-            max_concurrent_groups=len(tasks),
-        )
+        groups = await explorer_episodes(tasks, factory, protocol, order, tokenizer)
     finally:
         await factory.close()
     won = {g.task.task_id: g.trajectories[0].won for g in groups}

@@ -112,14 +112,11 @@ async def test_the_explorer_wins_relabeled_copies_of_generated_games(alfworld_ga
     copies through the real engine, searching the copy's own shuffled listing, and a copy's
     episode names only the copy's names."""
     pytest.importorskip("transformers")
-    from agentrl.chat import ChatRenderer
     from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
-    from agentrl.envs.alfworld.explorer import explorer_policy
     from agentrl.envs.alfworld.relabel import RelabelingFactory
     from agentrl.envs.alfworld.tools import alfworld_plain_protocol
     from agentrl.recipes.tokenizer import bpe_tokenizer
-    from agentrl.rollout import RolloutConfig, rollout_batch
-    from agentrl.testing import PolicySampler
+    from tests.helpers.explorer_helpers import explorer_episodes
 
     protocol = alfworld_plain_protocol()
     tokenizer = bpe_tokenizer([], 0)
@@ -128,24 +125,9 @@ async def test_the_explorer_wins_relabeled_copies_of_generated_games(alfworld_ga
     tasks = [g.to_task() for g in alfworld_games.games]
     copies = relabeled_tasks(tasks, 1)
 
-    async def play(chosen: list[TaskInfo]) -> list[Any]:
-        return await rollout_batch(
-            chosen,
-            env_factory=factory,
-            sampler=PolicySampler(tokenizer, explorer_policy(protocol.call_text, "listed")),
-            renderer=ChatRenderer(tokenizer, protocol.tools),
-            protocol=protocol,
-            config=RolloutConfig(
-                group_size=1,
-                max_env_steps=50,
-                max_assistant_tokens=512,
-                max_trajectory_tokens=131_072,
-            ),
-            max_concurrent_groups=len(chosen),
-        )
-
     try:
-        originals, relabeled = await play(tasks), await play(copies)
+        originals = await explorer_episodes(tasks, factory, protocol, "listed", tokenizer)
+        relabeled = await explorer_episodes(copies, factory, protocol, "listed", tokenizer)
     finally:
         await factory.close()
     won = [g.trajectories[0].won for g in relabeled]

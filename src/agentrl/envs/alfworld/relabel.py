@@ -25,7 +25,13 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agentrl.core.env import ClosableEnvFactory, EnvGroup, EnvGroupFactory, close_env_factory
+from agentrl.core.env import (
+    ClosableEnvFactory,
+    EnvGroup,
+    EnvGroupFactory,
+    EnvGroupWrapper,
+    close_env_factory,
+)
 from agentrl.core.types import EnvAction, EnvStep, TaskInfo, ToolCall
 
 __all__ = [
@@ -140,22 +146,12 @@ def _shown(step: EnvStep, relabel: Relabel, first: bool) -> EnvStep:
     )
 
 
-class RelabeledGroup:
+class RelabeledGroup(EnvGroupWrapper):
     """An `EnvGroup` playing `inner`'s game through `relabel` (every branch the same)."""
 
     def __init__(self, inner: EnvGroup, relabel: Relabel) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.relabel = relabel
-
-    @property
-    def task(self) -> TaskInfo:
-        """The game these branches play."""
-        return self.inner.task
-
-    @property
-    def size(self) -> int:
-        """Number of branches K."""
-        return self.inner.size
 
     async def reset(self) -> list[EnvStep]:
         """Reset the game; the first observations in the copy's names and listing order."""
@@ -165,10 +161,6 @@ class RelabeledGroup:
         """Rename the commands back, step the game, rename what it answers."""
         inner = [None if a is None else _renamed_action(a, self.relabel) for a in actions]
         return [_shown(s, self.relabel, first=False) for s in await self.inner.step(inner)]
-
-    async def close(self) -> None:
-        """Close the game's group."""
-        await self.inner.close()
 
 
 class RelabelingFactory:
