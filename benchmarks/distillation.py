@@ -65,6 +65,7 @@ def student_setup(args: argparse.Namespace, seed: int) -> learning.LearningSetup
         eval_every=args.eval_every,
         optim_substeps=args.substeps,
         kl_coef=args.kl_coef,
+        warmup_updates=args.warmup_updates,
     )
 
 
@@ -156,6 +157,7 @@ def _launch(args: argparse.Namespace, variant: str, seed: int) -> dict[str, obje
     command += ["--opd-loss", args.opd_loss, "--kl-coef", str(args.kl_coef)]
     if args.opd_learning_rate is not None:
         command += ["--opd-learning-rate", str(args.opd_learning_rate)]
+    command += ["--warmup-updates", str(args.warmup_updates)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
@@ -280,6 +282,12 @@ def main() -> None:
         "the weights from the sampling policy within an update)",
     )
     parser.add_argument(
+        "--warmup-updates",
+        type=int,
+        default=0,
+        help="every student's linear learning-rate warmup (LearningSetup.warmup_updates)",
+    )
+    parser.add_argument(
         "--opd-learning-rate",
         type=float,
         default=None,
@@ -314,6 +322,8 @@ def main() -> None:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.kl_coef < 0:
         parser.error("--kl-coef must be >= 0")
+    if args.warmup_updates < 0:
+        parser.error("--warmup-updates must be >= 0")
     if args.opd_learning_rate is not None and args.opd_learning_rate <= 0:
         parser.error(f"--opd-learning-rate must be > 0, got {args.opd_learning_rate}")
     if args.worker:

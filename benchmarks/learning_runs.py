@@ -62,6 +62,8 @@ def setup_of(args: argparse.Namespace, variant: Variant, seed: int) -> LearningS
         setup = replace(setup, learning_rate=args.learning_rate)
     if args.kl_coef is not None:
         setup = replace(setup, kl_coef=args.kl_coef)
+    if args.warmup_updates is not None:
+        setup = replace(setup, warmup_updates=args.warmup_updates)
     if args.lr_schedule is not None:
         final = args.final_learning_rate
         setup = replace(setup, lr_schedule=LRSchedule(args.lr_schedule), final_learning_rate=final)
@@ -70,9 +72,12 @@ def setup_of(args: argparse.Namespace, variant: Variant, seed: int) -> LearningS
 
 def check_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse, before any run starts, the overrides the workers' TrainConfig would refuse
-    after their warm starts: a negative `--kl-coef`, `--final-learning-rate` alone."""
+    after their warm starts: a negative `--kl-coef` or `--warmup-updates`,
+    `--final-learning-rate` alone."""
     if args.kl_coef is not None and args.kl_coef < 0:
         parser.error(f"--kl-coef must be >= 0, got {args.kl_coef}")
+    if args.warmup_updates is not None and args.warmup_updates < 0:
+        parser.error(f"--warmup-updates must be >= 0, got {args.warmup_updates}")
     if args.final_learning_rate is not None and args.lr_schedule in (None, "constant"):
         parser.error(
             "--final-learning-rate is the end of a schedule: add --lr-schedule linear or "
@@ -114,6 +119,12 @@ def add_arguments(
         choices=[s.value for s in LRSchedule],
         default=None,
         help="override the RL learning rate's schedule (LearningSetup.lr_schedule)",
+    )
+    parser.add_argument(
+        "--warmup-updates",
+        type=int,
+        default=None,
+        help="override the RL learning rate's linear warmup (LearningSetup.warmup_updates)",
     )
     parser.add_argument(
         "--final-learning-rate",
@@ -179,6 +190,8 @@ def _launch(script: Path, args: argparse.Namespace, variant: str, seed: int) -> 
         command += ["--kl-coef", str(args.kl_coef)]
     if getattr(args, "lr_schedule", None) is not None:
         command += ["--lr-schedule", args.lr_schedule]
+    if getattr(args, "warmup_updates", None) is not None:
+        command += ["--warmup-updates", str(args.warmup_updates)]
     if getattr(args, "final_learning_rate", None) is not None:
         command += ["--final-learning-rate", str(args.final_learning_rate)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"

@@ -26,6 +26,16 @@ def test_schedules_by_hand() -> None:
         scheduled_learning_rate("step", 5.0, 1.0, 1, 5)
 
 
+def test_warmup_scales_the_first_updates_by_hand() -> None:
+    warm = [scheduled_learning_rate("constant", 4.0, 1.0, n, 10, warmup=4) for n in range(1, 7)]
+    assert warm == [1.0, 2.0, 3.0, 4.0, 4.0, 4.0]
+    linear = [scheduled_learning_rate("linear", 5.0, 1.0, n, 5, warmup=2) for n in (1, 2, 3)]
+    assert linear == [2.5, 4.0, 3.0]  # the schedule's rate, halved at update 1
+    assert scheduled_learning_rate("cosine", 5.0, 1.0, 1, 3, warmup=0) == 5.0
+    with pytest.raises(ValueError, match="warmup must be >= 0"):
+        scheduled_learning_rate("constant", 5.0, 1.0, 1, 5, warmup=-1)
+
+
 def test_config_defaults_and_refusals(tmp_path: Path) -> None:
     from tests.helpers.trainer_helpers import toy_config
 
@@ -35,6 +45,8 @@ def test_config_defaults_and_refusals(tmp_path: Path) -> None:
     assert linear.adam_params(3).learning_rate == pytest.approx(1e-4)  # default: a tenth
     with pytest.raises(ValueError, match="--lr-schedule linear"):
         toy_config(tmp_path, final_learning_rate=1e-4)
+    warm = toy_config(tmp_path, learning_rate=1e-3, max_steps=3, warmup_updates=2)
+    assert [warm.adam_params(n).learning_rate for n in (1, 2, 3)] == [5e-4, 1e-3, 1e-3]
 
 
 class _RecordingAdam:

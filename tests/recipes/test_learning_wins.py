@@ -60,18 +60,22 @@ def test_benchmark_script_smoke(tmp_path: Path) -> None:
         "0.1",
         "--lr-schedule",
         "linear",
+        "--warmup-updates",
+        "2",
     )
     assert re.fullmatch(SUMMARY, last), last
     assert (out / "learning.png").stat().st_size > 0
     assert "| gigpo | 1 |" in (out / "learning.md").read_text()
     run = json.loads((out / "runs" / "group_mean-seed0.json").read_text())
     assert run["setup"]["kl_coef"] == 0.1 and run["setup"]["lr_schedule"] == "linear"
+    assert run["setup"]["warmup_updates"] == 2
 
 
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
         (["--kl-coef", "-1"], "--kl-coef must be >= 0"),
+        (["--warmup-updates", "-1"], "--warmup-updates must be >= 0"),
         (["--final-learning-rate", "1e-4"], "--final-learning-rate is the end of a schedule"),
     ],
 )

@@ -59,6 +59,12 @@ class TrainConfig(CommonConfig):
         description="the rate a linear or cosine --lr-schedule reaches at the last update "
         "(default: a tenth of --learning-rate)",
     )
+    warmup_updates: int = Field(
+        0,
+        ge=0,
+        description="updates over which the learning rate rises linearly to its schedule's "
+        "(1/N of it at update 1; 0: none)",
+    )
     beta1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam beta1")
     beta2: float = Field(0.95, ge=0.0, lt=1.0, description="Adam beta2")
     adam_eps: float = Field(1e-8, gt=0.0, description="Adam epsilon")
@@ -334,10 +340,15 @@ class TrainConfig(CommonConfig):
 
     def scheduled_learning_rate(self, update: int) -> float:
         """The learning rate of update `update` (1-based) under `lr_schedule` over
-        `max_steps` updates (`agentrl.algo.schedule`)."""
+        `max_steps` updates, after `warmup_updates` of warmup (`agentrl.algo.schedule`)."""
         final = self.final_learning_rate or self.learning_rate / 10
         return scheduled_learning_rate(
-            self.lr_schedule, self.learning_rate, final, update, self.max_steps
+            self.lr_schedule,
+            self.learning_rate,
+            final,
+            update,
+            self.max_steps,
+            self.warmup_updates,
         )
 
     def adam_params(self, update: int = 1) -> AdamParams:

@@ -60,6 +60,8 @@ class LearningSetup:
     """The RL learning rate over the updates (`TrainConfig.lr_schedule`): constant, the
     recipe's, or linear / cosine down to `final_learning_rate` at the last update."""
     final_learning_rate: float | None = None
+    warmup_updates: int = 0
+    """Updates of linear learning-rate warmup (`TrainConfig.warmup_updates`); 0: none."""
     estimator: str = "group_mean"
     loss: LossName = LossName.PPO
     clip_low: float = 0.8

@@ -324,6 +324,7 @@ async def learn(
             learning_rate=setup.learning_rate,
             lr_schedule=setup.lr_schedule,
             final_learning_rate=setup.final_learning_rate,
+            warmup_updates=setup.warmup_updates,
             lora_rank=setup.lora_rank,
             estimator=setup.estimator,
             loss=setup.loss,
