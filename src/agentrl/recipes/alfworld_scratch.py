@@ -102,10 +102,13 @@ class ScratchSetup:
     """The explorer's search order (`agentrl.envs.alfworld.explorer.SearchOrder`)."""
     relabeled_copies: int = 0
     """Relabelled copies of each train game (`agentrl.envs.alfworld.relabel`) the explorer
-    also plays for the demonstrations and the tokenizer's corpus; RL and evaluation play the
-    games as they are."""
-    relabel_numbers: int = 15
+    also plays for the demonstrations and the tokenizer's corpus; evaluation plays the games
+    as they are, RL too unless `rl_on_copies`."""
+    relabel_numbers: int = 9
     """A copy's instance numbers are a permutation of 1..this (`Relabel.numbers`)."""
+    rl_on_copies: bool = False
+    """RL plays the relabelled copies of the train games (when there are any) instead of the
+    games as they are: the reward then pays for reading the room, not recalling it."""
     max_steps: int = 50
     """Replies per episode (the recipe's 50; the explorer needs 13 on average)."""
     max_reply_tokens: int = 48
@@ -165,20 +168,25 @@ CPU = replace(
     eval_games=48,
     task_types=("pick_and_place_simple",),
     max_receptacles=13,
-    hidden_size=128,
+    hidden_size=64,
     layers=4,
     heads=4,
     kv_heads=2,
+    protocol="plain",
+    search_order="listed",
+    relabeled_copies=4,
+    rl_on_copies=True,
     max_steps=30,
     max_trajectory_tokens=4096,
-    sft_steps=400,
+    sft_steps=1500,
     sft_batch=16,
-    sft_learning_rate=2e-3,
+    sft_learning_rate=3e-3,
     updates=12,
     games_per_batch=8,
     group_size=8,
-    learning_rate=1e-4,
-    eval_samples=2,
+    learning_rate=3e-4,
+    eval_samples=1,
+    eval_temperature=0.0,
     device="cpu",
     micro_batch_tokens=16_384,
     max_batch_rows=64,
@@ -187,9 +195,10 @@ CPU = replace(
     concurrent_games=64,
 )
 """The miniature for 2 CPU cores (`benchmarks/alfworld_cpu.py`): "put" games in the small
-rooms (at most 13 receptacles: bathrooms, bedrooms, small living rooms), a 0.9M-parameter
-model, 30 steps per episode. Not yet at its targets (imitation >= 20% held-out, one seed <=
-25 minutes): its imitation alone takes ~27 minutes; measured status in docs/alfworld.md."""
+rooms (at most 13 receptacles: bathrooms, bedrooms, small living rooms), a 0.24M-parameter
+model, 30 steps per episode, the plain protocol and the listed search order; the
+demonstrations are the 240 train games and 4 relabelled copies of each (numbers 1..9), which
+RL then plays; evaluation is greedy on 48 valid_unseen games. Measured in docs/alfworld.md."""
 PRESETS = {"gpu": GPU, "cpu": CPU, "cpu-smoke": CPU_SMOKE}
 BYTE_BUDGET = (512, 131_072)
 """Reply and trajectory tokens of the tokenizer's corpus episodes (byte-level tokens)."""
@@ -544,7 +553,8 @@ async def run_scratch(
         if setup.updates:
             # the Trainer's `run` would log each update; this loop drives `update` itself
             sink = JsonlSink(out / "run" / "metrics.jsonl")
-            trainer = _trainer(setup, run, backend, tokenizer, train, out / "run", sink)
+            rl_tasks = copies if setup.rl_on_copies and copies else train
+            trainer = _trainer(setup, run, backend, tokenizer, rl_tasks, out / "run", sink)
             try:
                 for number in range(1, setup.updates + 1):
                     metrics = await trainer.update(number)

@@ -4,7 +4,7 @@ A small model imitating the explorer on a few dozen floor plans memorises each r
 receptacles, their numbers, the order it searches them) instead of reading them from the first
 observation, and then names receptacles an unseen room does not have. A relabelled copy of a
 game is the same game seen through a consistent renaming: every `class N` name (`drawer 2`,
-`alarmclock 1`) becomes `class p(N)` for a permutation `p` of 1..`numbers` drawn per class,
+`alarmclock 1`) becomes `class p(N)` for a permutation `p` of 1..`numbers` (9) drawn per class,
 and, optionally, the first observation lists the room's receptacles in a shuffled order. The
 agent's commands are renamed back before the game sees them, so everything the copy answers is
 what the real game answers: the explorer's episodes on copies are valid demonstrations, and
@@ -57,8 +57,10 @@ class Relabel:
 
     key: str
     """Seeds every draw (a class's permutation, the listing's order)."""
-    numbers: int = 15
-    """Numbers 1..`numbers` are permuted among themselves; larger ones are kept."""
+    numbers: int = 9
+    """Numbers 1..`numbers` are permuted among themselves; larger ones are kept. 9 keeps
+    every renamed number one digit: in the project tokenizer a name is then the class, a
+    space and one digit, and a small model learns to copy it far sooner than with 1..15."""
     shuffle_listing: bool = True
     """Shuffle the order in which the first observation lists the room's receptacles."""
 
@@ -105,7 +107,7 @@ class Relabel:
 
 
 def relabel_of(
-    task: TaskInfo, seed: int, numbers: int = 15, shuffle_listing: bool = True
+    task: TaskInfo, seed: int, numbers: int = 9, shuffle_listing: bool = True
 ) -> Relabel | None:
     """The renaming of a copy named by `relabeled_tasks` (None for any other task)."""
     if RELABEL_MARK not in task.task_id:
@@ -172,7 +174,7 @@ class RelabelingFactory:
         self,
         inner: EnvGroupFactory | ClosableEnvFactory,
         seed: int,
-        numbers: int = 15,
+        numbers: int = 9,
         shuffle_listing: bool = True,
     ) -> None:
         self.inner = inner
