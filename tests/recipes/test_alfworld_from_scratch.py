@@ -74,7 +74,7 @@ def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_pa
     assert result["setup"]["seed"] == 4
     assert (result["setup"]["protocol"], result["setup"]["search_order"]) == ("plain", "listed")
     assert result["explorer_train"]["success"] > 0  # the explorer wins through the plain protocol
-    assert result["setup"]["relabeled_copies"] == 2
+    assert result["setup"]["relabeled_copies"] == 2 and result["setup"]["rl_on_copies"]
     assert result["demos"] == result["explorer_train"]["episodes"] == 6 * 3  # games and copies
     assert float(match[1]) == round(result["before_rl"]["success"], 3)
     assert float(match[2]) == round(result["after_rl"]["success"], 3)

@@ -160,8 +160,10 @@ CPU_SMOKE = replace(
     max_batch_rows=64,
     env_workers=2,
     torch_threads=1,
+    rl_on_copies=True,
 )
-"""Plumbing only (about a minute on 2 CPU cores): the smoke test's size."""
+"""Plumbing only (about a minute on 2 CPU cores): the smoke test's size (RL plays the
+relabelled copies when `--relabeled-copies` makes some)."""
 CPU = replace(
     ScratchSetup(),
     train_games=240,
