@@ -58,9 +58,8 @@ class Relabel:
     key: str
     """Seeds every draw (a class's permutation, the listing's order)."""
     numbers: int = 9
-    """Numbers 1..`numbers` are permuted among themselves; larger ones are kept. 9 keeps
-    every renamed number one digit: in the project tokenizer a name is then the class, a
-    space and one digit, and a small model learns to copy it far sooner than with 1..15."""
+    """Numbers 1..`numbers` are permuted among themselves; larger ones are kept (9: every
+    renamed number stays one digit, as the small rooms' own numbers are)."""
     shuffle_listing: bool = True
     """Shuffle the order in which the first observation lists the room's receptacles."""
 
