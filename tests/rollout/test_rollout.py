@@ -13,6 +13,7 @@ import pytest
 from agentrl.backends.base import SamplingParams
 from agentrl.chat import ChatRenderer
 from agentrl.chat.history import ExtensionMode
+from agentrl.core.env import EnvAction, EnvGroupWrapper
 from agentrl.core.seeds import derive_seed
 from agentrl.datums import trajectory_to_datum, trajectory_to_datums
 from agentrl.envs.toy import ToyEnvGroup, make_toy_group, toy_task, toy_tasks, toy_tool_protocol
@@ -244,31 +245,23 @@ async def test_first_request_failing_fails_the_whole_group(
     )
 
 
-class FlakyToy:
+class FlakyToy(EnvGroupWrapper):
     """A real toy group whose branch `bad` fails at its `at`-th step (fault injection)."""
 
     def __init__(
         self, task: TaskInfo, size: int, bad: int = 1, at: int = 2, raise_on_reset: bool = False
     ) -> None:
-        self.inner = ToyEnvGroup(task, size)
+        super().__init__(ToyEnvGroup(task, size))
         self.bad, self.at, self.raise_on_reset = bad, at, raise_on_reset
         self.calls = 0
         self.closed = False
-
-    @property
-    def task(self) -> TaskInfo:
-        return self.inner.task
-
-    @property
-    def size(self) -> int:
-        return self.inner.size
 
     async def reset(self) -> list[EnvStep]:
         if self.raise_on_reset:
             raise OSError("worker died")
         return await self.inner.reset()
 
-    async def step(self, actions: Sequence[str | None]) -> list[EnvStep]:
+    async def step(self, actions: Sequence[EnvAction | None]) -> list[EnvStep]:
         steps = await self.inner.step(actions)
         if actions[self.bad] is not None:
             self.calls += 1
