@@ -44,7 +44,7 @@ from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_gr
 from agentrl.envs.alfworld.data import TASK_TYPES, find_games
 from agentrl.envs.alfworld.explorer import SearchOrder, explorer_policy
 from agentrl.envs.alfworld.generate import generate_games
-from agentrl.envs.alfworld.relabel import RelabelingFactory, relabeled_tasks
+from agentrl.envs.alfworld.relabel import RELABEL_NUMBERS, RelabelingFactory, relabeled_tasks
 from agentrl.envs.alfworld.tools import alfworld_plain_protocol, alfworld_tool_protocol
 from agentrl.executors.process import default_workers
 from agentrl.recipes.tokenizer import bpe_tokenizer
@@ -104,7 +104,7 @@ class ScratchSetup:
     """Relabelled copies of each train game (`agentrl.envs.alfworld.relabel`) the explorer
     also plays for the demonstrations and the tokenizer's corpus; evaluation plays the games
     as they are, RL too unless `rl_on_copies`."""
-    relabel_numbers: int = 9
+    relabel_numbers: int = RELABEL_NUMBERS
     """A copy's instance numbers are a permutation of 1..this (`Relabel.numbers`)."""
     rl_on_copies: bool = False
     """RL plays the relabelled copies of the train games (when there are any) instead of the
@@ -466,8 +466,9 @@ def _trainer(
 
 def result_markdown(result: ScratchResult) -> str:
     """The run as a markdown table."""
+    played = "train games and copies" if result.setup.relabeled_copies else "train games"
     rows = [
-        ("exploring expert (train games)", result.explorer_train),
+        (f"exploring expert ({played})", result.explorer_train),
         ("exploring expert (valid_unseen)", result.explorer_eval),
         ("model before RL (valid_unseen)", result.before_rl),
         ("model after RL (valid_unseen)", result.after_rl),

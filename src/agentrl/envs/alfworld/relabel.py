@@ -4,17 +4,17 @@ A small model imitating the explorer on a few dozen floor plans memorises each r
 receptacles, their numbers, the order it searches them) instead of reading them from the first
 observation, and then names receptacles an unseen room does not have. A relabelled copy of a
 game is the same game seen through a consistent renaming: every `class N` name (`drawer 2`,
-`alarmclock 1`) becomes `class p(N)` for a permutation `p` of 1..`numbers` (9) drawn per class,
-and, optionally, the first observation lists the room's receptacles in a shuffled order. The
+`alarmclock 1`) becomes `class p(N)` for a permutation `p` of 1..`RELABEL_NUMBERS` drawn per
+class, and, optionally, the first observation lists the room's receptacles in a shuffled order. The
 agent's commands are renamed back before the game sees them, so everything the copy answers is
 what the real game answers: the explorer's episodes on copies are valid demonstrations, and
 with `SearchOrder` "listed" they search in the shuffled order. Only the text changes: the
 floor plan, the objects and where they are stay the game's own.
 
-`relabeled_tasks(tasks, copies, seed)` names the copies (`<task_id>#relabel-<k>`); a
-`RelabelingFactory` around any ALFWorld group factory plays such a task through its renaming
-(every other task as it is). Each copy's renaming is a pure function of (`seed`, task id, copy):
-no draw depends on the order groups are built or played.
+`relabeled_tasks(tasks, copies)` names the copies (`<task_id>#relabel-<k>`); a
+`RelabelingFactory(inner, seed)` around any ALFWorld group factory plays such a task through
+its renaming (every other task as it is). Each copy's renaming is a pure function of (`seed`,
+task id, copy): no draw depends on the order groups are built or played.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from agentrl.core.env import (
     ClosableEnvFactory,
@@ -36,6 +37,7 @@ from agentrl.core.types import EnvAction, EnvStep, TaskInfo, ToolCall
 
 __all__ = [
     "RELABEL_MARK",
+    "RELABEL_NUMBERS",
     "Relabel",
     "RelabeledGroup",
     "RelabelingFactory",
@@ -45,6 +47,9 @@ __all__ = [
 
 RELABEL_MARK = "#relabel-"
 """Separates a copy's task id from its copy number (`<task_id>#relabel-<k>`)."""
+RELABEL_NUMBERS = 9
+"""Numbers 1..this are permuted among themselves (`Relabel.numbers`); larger ones are kept.
+9: every renamed number stays one digit, as the small rooms' own numbers are."""
 _NAME_RE = re.compile(r"\b([a-z]+) (\d+)\b")
 _ITEM = r"an? [a-z]+ \d+"
 _LISTING_RE = re.compile(rf"(you see )({_ITEM}(?:, {_ITEM})*,? and {_ITEM})(\.)")
@@ -57,9 +62,8 @@ class Relabel:
 
     key: str
     """Seeds every draw (a class's permutation, the listing's order)."""
-    numbers: int = 9
-    """Numbers 1..`numbers` are permuted among themselves; larger ones are kept (9: every
-    renamed number stays one digit, as the small rooms' own numbers are)."""
+    numbers: int = RELABEL_NUMBERS
+    """Numbers 1..`numbers` are permuted among themselves; larger ones are kept."""
     shuffle_listing: bool = True
     """Shuffle the order in which the first observation lists the room's receptacles."""
 
@@ -67,16 +71,11 @@ class Relabel:
         if self.numbers < 1:
             raise ValueError(f"Relabel.numbers must be >= 1, got {self.numbers}")
 
-    def _permutation(self, kind: str) -> list[int]:
-        order = list(range(1, self.numbers + 1))
-        random.Random(f"{self.key}:{kind}").shuffle(order)
-        return order
-
     def number(self, kind: str, number: int, inverse: bool = False) -> int:
         """The number `number` of class `kind` becomes (or, `inverse`, came from)."""
         if not 1 <= number <= self.numbers:
             return number
-        order = self._permutation(kind)
+        order = _permutation(self.key, kind, self.numbers)
         return order.index(number) + 1 if inverse else order[number - 1]
 
     def _rename(self, text: str, inverse: bool) -> str:
@@ -105,8 +104,17 @@ class Relabel:
         return self._rename(text, inverse=True)
 
 
+@lru_cache(maxsize=4096)
+def _permutation(key: str, kind: str, numbers: int) -> tuple[int, ...]:
+    """Class `kind`'s permutation of 1..`numbers` under `key` (drawn once, then reused for
+    every name of every observation)."""
+    order = list(range(1, numbers + 1))
+    random.Random(f"{key}:{kind}").shuffle(order)
+    return tuple(order)
+
+
 def relabel_of(
-    task: TaskInfo, seed: int, numbers: int = 9, shuffle_listing: bool = True
+    task: TaskInfo, seed: int, numbers: int = RELABEL_NUMBERS, shuffle_listing: bool = True
 ) -> Relabel | None:
     """The renaming of a copy named by `relabeled_tasks` (None for any other task)."""
     if RELABEL_MARK not in task.task_id:
@@ -173,7 +181,7 @@ class RelabelingFactory:
         self,
         inner: EnvGroupFactory | ClosableEnvFactory,
         seed: int,
-        numbers: int = 9,
+        numbers: int = RELABEL_NUMBERS,
         shuffle_listing: bool = True,
     ) -> None:
         self.inner = inner
