@@ -117,7 +117,12 @@ def worker(args: argparse.Namespace) -> None:
         teacher_cfg = teacher_setup(args)
         check_same_tokenizer(tokenizer, learning.fetch_tokenizer(teacher_cfg))
         teacher = asyncio.run(learning.load_teacher(teacher_cfg, tokenizer, args.out / "teacher"))
-        distillation = Distillation(teacher, kl_coef=1.0, reward_coef=0.0)
+        distillation = Distillation(
+            teacher,
+            kl_coef=1.0,
+            reward_coef=args.opd_reward_coef,
+            advantage_clip=args.opd_advantage_clip,
+        )
         setup = replace(setup, loss=LossName(args.opd_loss))
         if args.opd_learning_rate is not None:
             setup = replace(setup, learning_rate=args.opd_learning_rate)
@@ -158,6 +163,9 @@ def _launch(args: argparse.Namespace, variant: str, seed: int) -> dict[str, obje
     if args.opd_learning_rate is not None:
         command += ["--opd-learning-rate", str(args.opd_learning_rate)]
     command += ["--warmup-updates", str(args.warmup_updates)]
+    command += ["--opd-reward-coef", str(args.opd_reward_coef)]
+    if args.opd_advantage_clip is not None:
+        command += ["--opd-advantage-clip", str(args.opd_advantage_clip)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
@@ -294,6 +302,20 @@ def main() -> None:
         help="the opd student's learning rate (default: the recipe's RL rate, every variant's)",
     )
     parser.add_argument(
+        "--opd-advantage-clip",
+        type=float,
+        default=None,
+        help="bound on each token's teacher - student gap (Distillation.advantage_clip; "
+        "default: none)",
+    )
+    parser.add_argument(
+        "--opd-reward-coef",
+        type=float,
+        default=0.0,
+        help="weight of the env reward's advantage in the opd student's (Distillation."
+        "reward_coef; default 0: pure distillation)",
+    )
+    parser.add_argument(
         "--kl-coef",
         type=float,
         default=0.0,
@@ -324,6 +346,10 @@ def main() -> None:
         parser.error("--kl-coef must be >= 0")
     if args.warmup_updates < 0:
         parser.error("--warmup-updates must be >= 0")
+    if args.opd_advantage_clip is not None and args.opd_advantage_clip <= 0:
+        parser.error(f"--opd-advantage-clip must be > 0, got {args.opd_advantage_clip}")
+    if args.opd_reward_coef < 0:
+        parser.error(f"--opd-reward-coef must be >= 0, got {args.opd_reward_coef}")
     if args.opd_learning_rate is not None and args.opd_learning_rate <= 0:
         parser.error(f"--opd-learning-rate must be > 0, got {args.opd_learning_rate}")
     if args.worker:

@@ -52,3 +52,19 @@ def test_a_teacher_that_missed_a_trained_token_is_an_error() -> None:
         teacher_targets(datum, [None, -1.0, -1.0, -1.0])
     with pytest.raises(ValueError, match="1 teacher logprob arrays for 2 datums"):
         distilled_datums([datum, datum], [np.zeros(4, dtype=np.float32)])
+
+
+def test_the_advantage_clip_bounds_each_tokens_gap_before_the_reward_is_added() -> None:
+    datum = _datum()
+    teacher = teacher_targets(datum, [None, -9.0, -9.0, -0.25, -12.0])  # gaps +0.75 and -10
+    clipped = distillation_advantages(datum, teacher, advantage_clip=0.5)
+    np.testing.assert_allclose(clipped, [0.0, 0.0, 0.5, -0.5])
+    mixed = distillation_advantages(
+        datum, teacher, kl_coef=2.0, reward_coef=1.0, advantage_clip=0.5
+    )
+    np.testing.assert_allclose(mixed, [0.0, 0.0, 1.5, -0.5])  # 2 clip(q - s) + 0.5
+    np.testing.assert_allclose(distillation_advantages(datum, teacher), [0, 0, 0.75, -10.0])
+    (trained,) = distilled_datums([datum], [teacher], advantage_clip=0.5)
+    np.testing.assert_allclose(trained.advantages, clipped)
+    with pytest.raises(ValueError, match="advantage_clip must be > 0"):
+        distillation_advantages(datum, teacher, advantage_clip=0.0)

@@ -39,10 +39,11 @@ def test_train_objective_opd_distils_a_teacher_checkpoint(tmp_path: Path) -> Non
     student = tmp_path / "student"
     status, out = _run(
         "train", *SMALL, "--objective", "opd", "--teacher-model", str(record),
-        "--seed", "7", "--run-dir", str(student),
+        "--seed", "7", "--run-dir", str(student), "--teacher-advantage-clip", "0.5",
     )  # fmt: skip
     assert status == 0, out
     assert "objective opd: teacher" in out and "loss importance_sampling" in out
+    assert "advantage clip 0.5" in out
     backend = _last_metrics(student)["backend"]
     assert isinstance(backend, dict)
     assert backend["distill/reverse_kl"] != 0.0  # two differently seeded tiny models
@@ -52,6 +53,8 @@ def test_train_objective_opd_distils_a_teacher_checkpoint(tmp_path: Path) -> Non
 def test_objective_errors_name_the_flag(tmp_path: Path) -> None:
     status, out = _run("train", *SMALL, "--objective", "opd", "--run-dir", str(tmp_path))
     assert status == 2 and "--objective opd needs --teacher-model" in out
+    status, out = _run("train", *SMALL, "--teacher-advantage-clip", "0", "--run-dir", "x")
+    assert status == 2 and "teacher_advantage_clip" in out.replace("-", "_"), out
     missing = str(tmp_path / "none.json")
     argv = ["train", *SMALL, "--objective", "opd", "--teacher-model", missing]
     status, out = _run(*argv, "--run-dir", str(tmp_path / "run"))

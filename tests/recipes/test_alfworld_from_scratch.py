@@ -8,6 +8,7 @@ in docs/alfworld.md.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -98,3 +99,24 @@ def test_the_recipe_names_its_protocols() -> None:
     assert isinstance(scratch_protocol("plain"), PlainCommandProtocol)
     with pytest.raises(ValueError, match="'tool' or 'plain', got 'plian'"):
         scratch_protocol("plian")  # type: ignore[arg-type]
+
+
+def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperature(
+    tmp_path: Path,
+) -> None:
+    """`sft_schedule` moves the imitation rate from `sft_learning_rate` to
+    `sft_final_learning_rate`; `rl_temperature` is the RL rollouts' sampling temperature."""
+    from dataclasses import replace
+
+    from agentrl.recipes.alfworld_scratch import CPU, imitation_learning_rate, rl_config
+
+    constant = replace(CPU, sft_schedule="constant", sft_steps=100, sft_learning_rate=2e-3)
+    assert {imitation_learning_rate(constant, s) for s in (1, 50, 100)} == {2e-3}
+    cosine = replace(constant, sft_schedule="cosine", sft_final_learning_rate=1e-4)
+    rates = [imitation_learning_rate(cosine, s) for s in range(1, 101)]
+    assert rates[0] == pytest.approx(2e-3) and rates[-1] == pytest.approx(1e-4)
+    assert all(a >= b for a, b in itertools.pairwise(rates))
+    assert rates[49] == pytest.approx((2e-3 + 1e-4) / 2, rel=0.05)
+    config = rl_config(replace(CPU, rl_temperature=0.4), tmp_path)
+    assert config.temperature == 0.4 and config.max_steps == CPU.updates
+    assert config.learning_rate == CPU.learning_rate and config.seed == CPU.seed

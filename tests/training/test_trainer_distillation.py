@@ -82,6 +82,8 @@ async def test_a_distillation_needs_a_teacher_and_no_streaming(
         Distillation(object())  # type: ignore[arg-type]
     config = toy_config(tmp_path / "run", stream_groups=True)
     backend = tiny_backend(config, qwen_tokenizer)
+    with pytest.raises(ValueError, match="advantage_clip must be > 0"):
+        Distillation(await backend.sampler(), advantage_clip=-1.0)
     with pytest.raises(ValueError, match="turn stream_groups off"):
         _distilling_trainer(config, qwen_tokenizer, Distillation(await backend.sampler()), backend)
 

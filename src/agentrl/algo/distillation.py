@@ -5,13 +5,17 @@ The student samples a trajectory through the normal rollout engine; a teacher sc
 student's own tokens. On the trained (assistant) tokens, with the student's sampling logprob
 `s_t` (`Datum.logprobs`) and the teacher's logprob `q_t` of the same token in the same context,
 
-    A_t = kl_coef * (q_t - s_t) + reward_coef * R
+    A_t = kl_coef * clip(q_t - s_t, -c, c) + reward_coef * R
 
-where `R` is the datum's environment advantage (the advantage it already carries, e.g.
-reward - group mean). `s_t - q_t` is the per-token sample of the reverse KL
-KL(student || teacher), so the importance-sampling loss `-r_t * A_t` on these advantages
-descends the reverse KL (tinker-cookbook's and the series' OPD); `reward_coef = 0` is pure
-distillation. Positions outside the mask keep advantage 0.
+where `c` is `advantage_clip` (None: no clip) and `R` is the datum's environment advantage
+(the advantage it already carries, e.g. reward - group mean). `s_t - q_t` is the per-token
+sample of the reverse KL KL(student || teacher), so the importance-sampling loss `-r_t * A_t`
+on these advantages descends the reverse KL (tinker-cookbook's and the series' OPD);
+`reward_coef = 0` is pure distillation. Positions outside the mask keep advantage 0. The clip
+bounds what one token can weigh: a student far from its teacher samples tokens the teacher
+gives logprobs of -10 or less, and unclipped those few tokens' pushes dominate the step (and
+can break the reply format); clipped, every disagreement still pushes the right way, by at
+most `c`.
 """
 
 from __future__ import annotations
@@ -65,11 +69,18 @@ def reverse_kl_per_token(student: FloatArray, teacher: FloatArray, mask: FloatAr
 
 
 def distillation_advantages(
-    datum: Datum, teacher: FloatArray, *, kl_coef: float = 1.0, reward_coef: float = 0.0
+    datum: Datum,
+    teacher: FloatArray,
+    *,
+    kl_coef: float = 1.0,
+    reward_coef: float = 0.0,
+    advantage_clip: float | None = None,
 ) -> FloatArray:
-    """Per-token advantages `kl_coef * (teacher - student) + reward_coef * advantage` on the
-    masked positions, 0 elsewhere (see the module docstring). A masked position the teacher
-    did not score (NaN) is an error naming it."""
+    """Per-token advantages `kl_coef * clip(teacher - student) + reward_coef * advantage` on
+    the masked positions, 0 elsewhere (see the module docstring). A masked position the
+    teacher did not score (NaN) is an error naming it."""
+    if advantage_clip is not None and advantage_clip <= 0:
+        raise ValueError(f"advantage_clip must be > 0 (or None), got {advantage_clip}")
     if teacher.shape != datum.logprobs.shape:
         raise ValueError(
             f"teacher logprobs have shape {teacher.shape}, the datum's {datum.logprobs.shape}"
@@ -82,6 +93,8 @@ def distillation_advantages(
         )
     out = np.zeros_like(datum.logprobs, dtype=np.float32)
     gap = teacher[on].astype(np.float64) - datum.logprobs[on].astype(np.float64)
+    if advantage_clip is not None:
+        gap = np.clip(gap, -advantage_clip, advantage_clip)
     out[on] = kl_coef * gap + reward_coef * datum.advantages[on]
     return out
 
@@ -92,6 +105,7 @@ def distilled_datums(
     *,
     kl_coef: float = 1.0,
     reward_coef: float = 0.0,
+    advantage_clip: float | None = None,
 ) -> list[Datum]:
     """The datums with their advantages replaced by `distillation_advantages` (tokens, masks
     and behaviour logprobs unchanged)."""
@@ -100,7 +114,9 @@ def distilled_datums(
     return [
         replace(
             d,
-            advantages=distillation_advantages(d, t, kl_coef=kl_coef, reward_coef=reward_coef),
+            advantages=distillation_advantages(
+                d, t, kl_coef=kl_coef, reward_coef=reward_coef, advantage_clip=advantage_clip
+            ),
         )
         for d, t in zip(datums, teachers, strict=True)
     ]

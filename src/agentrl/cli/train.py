@@ -90,7 +90,10 @@ async def _objective(
         print("objective rft: cross entropy on the won trajectories of each update")
     if config.objective in (Objective.RL, Objective.RFT):
         return {}
-    coefs = f"kl coef {config.teacher_kl_coef}, reward coef {config.teacher_reward_coef}"
+    coefs = (
+        f"kl coef {config.teacher_kl_coef}, reward coef {config.teacher_reward_coef}, "
+        f"advantage clip {config.teacher_advantage_clip}"
+    )
     if config.objective is Objective.OPD:
         teacher: Any = await teacher_for(config, tokenizer)
         print(f"objective opd: teacher {config.teacher_model}, {coefs}, loss {config.loss.value}")
@@ -99,7 +102,10 @@ async def _objective(
         teacher = PrivilegedTeacher(backend.sampler, renderer, lambda t: privileged(t.task))
         print(f"objective opsd: the model shown env {config.env}'s privileged context, {coefs}")
     distillation = Distillation(
-        teacher, kl_coef=config.teacher_kl_coef, reward_coef=config.teacher_reward_coef
+        teacher,
+        kl_coef=config.teacher_kl_coef,
+        reward_coef=config.teacher_reward_coef,
+        advantage_clip=config.teacher_advantage_clip,
     )
     return {"distillation": distillation}
 
@@ -176,7 +182,14 @@ def add_parser(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-_NOT_RFT = ("objective", "teacher_model", "teacher_kl_coef", "teacher_reward_coef", "loss")
+_NOT_RFT = (
+    "objective",
+    "teacher_model",
+    "teacher_kl_coef",
+    "teacher_reward_coef",
+    "teacher_advantage_clip",
+    "loss",
+)
 
 
 def add_rft_parser(subparsers: Subparsers) -> None:

@@ -96,6 +96,11 @@ class TrainConfig(CommonConfig):
     teacher_reward_coef: float = Field(
         0.0, ge=0.0, description="opd / opsd: weight of the reward's advantage (0: pure)"
     )
+    teacher_advantage_clip: float | None = Field(
+        None,
+        gt=0.0,
+        description="opd / opsd: bound on each token's teacher - student gap (default: none)",
+    )
     loss: LossName = Field(
         LossName.PPO,
         description="policy loss: ppo, importance_sampling, cispo, gspo or cross_entropy",

@@ -18,8 +18,9 @@ learns to play generated ALFWorld games, everything the library's own:
    dozen rooms to memorise;
 3. a byte-level BPE tokenizer of the project's own is trained on rendered explorer episodes
    (`agentrl.recipes.tokenizer.bpe_tokenizer`, Qwen3-style chat template);
-4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datum`: assistant
-   tokens only) with `LocalBackend.tiny(..., full_finetune=True)`;
+4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datums`: assistant
+   tokens only; one datum per segment of an episode) with
+   `LocalBackend.tiny(..., full_finetune=True)`;
 5. success on the valid_unseen games (temperature 1, the sampler's seeded stream) before RL;
 6. RL: `Trainer` updates (GroupMean advantages, PPO, reward 1[won] - 0.1 x invalid actions);
 7. success on the same valid_unseen games after RL.
@@ -32,14 +33,15 @@ import random
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
-from agentrl.algo.datums import trajectory_to_datum
+from agentrl.algo.datums import segments, trajectory_to_datums
+from agentrl.algo.schedule import LRSchedule, scheduled_learning_rate
 from agentrl.backends.base import AdamParams, LossConfig, LossName, Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
-from agentrl.core.types import TaskInfo, TrajectoryGroup
+from agentrl.core.types import TaskInfo, Trajectory, TrajectoryGroup
 from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
 from agentrl.envs.alfworld.data import TASK_TYPES, find_games
 from agentrl.envs.alfworld.explorer import SearchOrder, explorer_policy
@@ -53,6 +55,9 @@ from agentrl.rollout import RolloutConfig, rollout_batch
 from agentrl.tools import CommandTool
 from agentrl.tools.command import PlainCommandProtocol
 
+if TYPE_CHECKING:
+    from agentrl.config import TrainConfig
+
 __all__ = [
     "CPU",
     "CPU_SMOKE",
@@ -65,7 +70,9 @@ __all__ = [
     "add_format_arguments",
     "format_overrides",
     "generate_scratch_games",
+    "imitation_learning_rate",
     "result_markdown",
+    "rl_config",
     "run_scratch",
     "scratch_protocol",
 ]
@@ -118,10 +125,17 @@ class ScratchSetup:
     sft_steps: int = 500
     sft_batch: int = 32
     sft_learning_rate: float = 1e-3
+    sft_schedule: LRSchedule = LRSchedule.CONSTANT
+    """How the imitation rate moves from `sft_learning_rate` to `sft_final_learning_rate`
+    over the `sft_steps` (`agentrl.algo.schedule`)."""
+    sft_final_learning_rate: float = 0.0
     updates: int = 10
     games_per_batch: int = 16
     group_size: int = 8
     learning_rate: float = 1e-4
+    rl_temperature: float = 1.0
+    """Sampling temperature of the RL rollouts (below 1: the sharper policy a small model's
+    greedy play resembles; the trained logprobs stay those of the model, temperature 1)."""
     eval_samples: int = 2
     eval_temperature: float = 1.0
     """1: the policy RL samples from (the sampler's seeded stream); 0: greedy."""
@@ -244,11 +258,7 @@ class ScratchResult:
 def _score(groups: list[TrajectoryGroup], seconds: float) -> Score:
     trajectories = [t for g in groups for t in g.trajectories]
     turns = [turn for t in trajectories for turn in t.turns]
-    tokens = [
-        len(t.turns[-1].prompt_tokens) + len(t.turns[-1].completion_tokens)
-        for t in trajectories
-        if t.turns
-    ]
+    tokens = [_episode_tokens(t) for t in trajectories if t.turns]
     return Score(
         success=float(np.mean([t.won for t in trajectories])),
         episodes=len(trajectories),
@@ -258,6 +268,14 @@ def _score(groups: list[TrajectoryGroup], seconds: float) -> Score:
         tokens_per_episode=float(np.mean(tokens)) if tokens else 0.0,
         seconds=seconds,
     )
+
+
+def _episode_tokens(trajectory: Trajectory) -> int:
+    """Tokens the model read and wrote in the episode: each segment's last prompt and reply
+    (one segment under the whole history)."""
+    turns = trajectory.turns
+    last = [turns[end - 1] for _, end in segments(turns)]
+    return sum(len(t.prompt_tokens) + len(t.completion_tokens) for t in last)
 
 
 def generate_scratch_games(setup: ScratchSetup, root: Path) -> Path:
@@ -418,19 +436,23 @@ def _backend(setup: ScratchSetup, tokenizer: Any, run_dir: Path) -> Any:
     )
 
 
-def _trainer(
-    setup: ScratchSetup,
-    run: _Run,
-    backend: Any,
-    tokenizer: Any,
-    tasks: list[TaskInfo],
-    run_dir: Path,
-    sink: MetricSink,
-) -> Any:
-    from agentrl.config import TrainConfig
-    from agentrl.training.trainer import Trainer
+def imitation_learning_rate(setup: ScratchSetup, step: int) -> float:
+    """The rate of imitation step `step` (1-based) of `setup.sft_steps`."""
+    return scheduled_learning_rate(
+        setup.sft_schedule,
+        setup.sft_learning_rate,
+        setup.sft_final_learning_rate,
+        step,
+        setup.sft_steps,
+    )
 
-    config = TrainConfig.model_validate(
+
+def rl_config(setup: ScratchSetup, run_dir: Path) -> TrainConfig:
+    """The RL phase's Trainer config: the recipe's reward, GroupMean and PPO, at the setup's
+    sizes, rate and sampling temperature."""
+    from agentrl.config import TrainConfig
+
+    return TrainConfig.model_validate(
         dict(
             base_model="tiny",
             backend="local",
@@ -444,6 +466,7 @@ def _trainer(
             games_per_batch=setup.games_per_batch,
             group_size=setup.group_size,
             learning_rate=setup.learning_rate,
+            temperature=setup.rl_temperature,
             estimator="group_mean",
             loss=LossName.PPO,
             seed=setup.seed,
@@ -452,8 +475,21 @@ def _trainer(
             save_rollouts=False,
         )
     )
+
+
+def _trainer(
+    setup: ScratchSetup,
+    run: _Run,
+    backend: Any,
+    tokenizer: Any,
+    tasks: list[TaskInfo],
+    run_dir: Path,
+    sink: MetricSink,
+) -> Any:
+    from agentrl.training.trainer import Trainer
+
     return Trainer(
-        config=config,
+        config=rl_config(setup, run_dir),
         backend=backend,
         env_factory=run.factory,
         tasks=tasks,
@@ -533,17 +569,18 @@ async def run_scratch(
         lap("tokenizer")
         groups, explorer_train = await run.explore(tokenizer, train + copies)
         episodes = [t for g in groups for t in g.trajectories if t.turns]
-        demos = [trajectory_to_datum(t, [1.0] * len(t.turns)) for t in episodes]
+        demos = [trajectory_to_datums(t, [1.0] * len(t.turns)) for t in episodes]
         _, explorer_eval = await run.explore(tokenizer, held_out)
         lap("demonstrations")
         print(f"explorer: train {explorer_train}, valid_unseen {explorer_eval}", flush=True)
         backend = _backend(setup, tokenizer, out / "run")
         rng = random.Random(setup.seed)
         sft_loss, sft_tokens = [], 0
-        for _ in range(setup.sft_steps):
-            batch = rng.sample(demos, min(setup.sft_batch, len(demos)))
+        for step in range(1, setup.sft_steps + 1):
+            batch = [d for e in rng.sample(demos, min(setup.sft_batch, len(demos))) for d in e]
             fb = await backend.forward_backward(batch, LossName.CROSS_ENTROPY, LossConfig())
-            await backend.optim_step(AdamParams(learning_rate=setup.sft_learning_rate))
+            rate = imitation_learning_rate(setup, step)
+            await backend.optim_step(AdamParams(learning_rate=rate))
             sft_loss.append(round(fb.loss, 4))
             sft_tokens += sum(len(d.target_tokens) for d in batch)
             if len(sft_loss) % 50 == 0:
@@ -585,7 +622,7 @@ async def run_scratch(
         after_rl=after,
         train_success=train_success,
         demos=len(demos),
-        demo_tokens=sum(len(d.target_tokens) + 1 for d in demos),
+        demo_tokens=sum(len(d.target_tokens) + 1 for e in demos for d in e),
         sft_tokens=sft_tokens,
         sft_loss=sft_loss,
         parameters=sum(p.numel() for p in backend.trainable_parameters()),

@@ -42,6 +42,9 @@ class Distillation:
     """Weight of the per-token `teacher - student` logprob gap."""
     reward_coef: float = 0.0
     """Weight of the estimator's advantage (0: pure distillation)."""
+    advantage_clip: float | None = None
+    """Bound on each token's `teacher - student` gap (None: unbounded; see
+    `agentrl.algo.distillation`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.teacher, Teacher | TrajectoryTeacher):
@@ -52,6 +55,10 @@ class Distillation:
             )
         if self.kl_coef < 0 or self.reward_coef < 0:
             raise ValueError("Distillation.kl_coef and reward_coef must be >= 0")
+        if self.advantage_clip is not None and self.advantage_clip <= 0:
+            raise ValueError(
+                f"Distillation.advantage_clip must be > 0 (or None), got {self.advantage_clip}"
+            )
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,11 @@ async def distill_batch(
         answers = await asyncio.gather(*(scorer.compute_logprobs(datum_tokens(d)) for d in datums))
     teachers = [teacher_targets(d, a) for d, a in zip(datums, answers, strict=True)]
     trained = distilled_datums(
-        datums, teachers, kl_coef=distillation.kl_coef, reward_coef=distillation.reward_coef
+        datums,
+        teachers,
+        kl_coef=distillation.kl_coef,
+        reward_coef=distillation.reward_coef,
+        advantage_clip=distillation.advantage_clip,
     )
     mask = np.concatenate([d.mask for d in datums])
     teacher = np.concatenate(teachers)

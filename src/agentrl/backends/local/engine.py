@@ -67,7 +67,7 @@ class ModelEngine:
     def reference_logprobs(
         self,
         input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
+        attention_mask: torch.Tensor | None,
         where: torch.Tensor,
         targets: torch.Tensor,
     ) -> torch.Tensor:
