@@ -97,7 +97,10 @@ def test_the_recipe_names_its_protocols() -> None:
     assert isinstance(scratch_protocol("tool"), CommandTool)
     assert not scratch_protocol("tool").include_admissible
     assert isinstance(scratch_protocol("plain"), PlainCommandProtocol)
-    with pytest.raises(ValueError, match="'tool' or 'plain', got 'plian'"):
+    assert not scratch_protocol("plain").restate_task
+    restating = scratch_protocol("plain-task")
+    assert isinstance(restating, PlainCommandProtocol) and restating.restate_task
+    with pytest.raises(ValueError, match="'tool', 'plain', 'plain-task', got 'plian'"):
         scratch_protocol("plian")  # type: ignore[arg-type]
 
 

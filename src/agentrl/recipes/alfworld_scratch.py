@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 
-ScratchProtocol = Literal["tool", "plain"]
+ScratchProtocol = Literal["tool", "plain", "plain-task"]
 """The recipe's protocols by name (`scratch_protocol`)."""
 
 
@@ -104,7 +104,8 @@ class ScratchSetup:
     rope_theta: float = 10_000.0
     protocol: ScratchProtocol = "tool"
     """"tool": the recipe's `alfworld_step` calls; "plain": the reply is the command itself,
-    observations only (`alfworld_plain_protocol`, under half the tokens)."""
+    observations only (`alfworld_plain_protocol`, under half the tokens); "plain-task": plain
+    with the goal restated in every tool message."""
     search_order: SearchOrder = "surfaces_first"
     """The explorer's search order (`agentrl.envs.alfworld.explorer.SearchOrder`)."""
     relabeled_copies: int = 0
@@ -312,7 +313,8 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         "--protocol",
         choices=get_args(ScratchProtocol),
         default=None,
-        help="tool: alfworld_step calls; plain: the reply is the command (default: preset's)",
+        help="tool: alfworld_step calls; plain: the reply is the command; plain-task: plain, "
+        "the goal restated in every tool message (default: the preset's)",
     )
     parser.add_argument(
         "--search-order",
@@ -342,13 +344,19 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
 
 
 def scratch_protocol(name: ScratchProtocol) -> CommandTool | PlainCommandProtocol:
-    """The recipe's protocol by name: "tool" (`alfworld_step` calls, no action lists) or
-    "plain" (`alfworld_plain_protocol`)."""
+    """The recipe's protocol by name: "tool" (`alfworld_step` calls, no action lists),
+    "plain" (`alfworld_plain_protocol`) or "plain-task" (the same, the goal restated in every
+    tool message)."""
     if name == "tool":
         return alfworld_tool_protocol(include_admissible=False)
     if name == "plain":
         return alfworld_plain_protocol()
-    raise ValueError(f"ScratchSetup.protocol must be 'tool' or 'plain', got {name!r}")
+    if name == "plain-task":
+        return alfworld_plain_protocol(restate_task=True)
+    raise ValueError(
+        f"ScratchSetup.protocol must be one of {', '.join(map(repr, get_args(ScratchProtocol)))}"
+        f", got {name!r}"
+    )
 
 
 class _Run:

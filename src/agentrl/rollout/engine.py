@@ -140,7 +140,7 @@ async def rollout_group(
     reward_fn = reward_fn or WinMinusInvalid()
     group_id = task.task_id if group_id is None else group_id
     size = config.group_size
-    setup = TurnSetup(sampler, renderer, protocol, config, group_id)
+    setup = TurnSetup(sampler, renderer, protocol, config, group_id, task)
     env = env_factory(task, size)
 
     def placement() -> str | None:

@@ -31,6 +31,7 @@ from agentrl.core.types import (
     ParseErrorKind,
     StepCounting,
     StopReason,
+    TaskInfo,
     Turn,
     TurnStatus,
 )
@@ -196,6 +197,8 @@ class TurnSetup:
     config: RolloutConfig
     group_id: str = ""
     """Keys the group's sampling seeds (see `RolloutConfig.sampling`)."""
+    task: TaskInfo | None = None
+    """The group's task (handed to the protocol with every tool result)."""
 
 
 def _status(step: EnvStep | None) -> TurnStatus:
@@ -292,6 +295,7 @@ async def play_turn(
             parsed=parsed,
             env_steps=branch.steps_used,
             max_env_steps=config.max_env_steps,
+            task=setup.task,
         )
         messages = tool_messages(setup.protocol, result)
         keep = _keep(branch, setup)

@@ -177,6 +177,10 @@ class PlainCommandProtocol:
     """List the executable commands in every message (False: the model must write them)."""
     show_steps: bool = True
     """Carry the `Step N of M.` counter in every message."""
+    restate_task: bool = False
+    """Repeat the task (`Task: <TaskInfo.description>`) in every tool message before the
+    observation, as verl-agent's ALFWorld prompt does: the goal then sits a few tokens from
+    each reply instead of at the start of the episode."""
 
     @property
     def tools(self) -> Sequence[JsonObject]:
@@ -213,8 +217,8 @@ class PlainCommandProtocol:
         return ParsedAction(action=text)
 
     def tool_message(self, result: ToolResult) -> Message:
-        """Status line (left out when its text is empty), step counter, actions (unless
-        finished), then the observation."""
+        """Status line (left out when its text is empty), step counter, actions and (with
+        `restate_task`) the task unless finished, then the observation."""
         detail = result.parsed.error.detail if result.parsed.error is not None else ""
         status = self.status.line(result.status, result.parsed.action, detail)
         lines = [status] if status else []
@@ -222,6 +226,9 @@ class PlainCommandProtocol:
             lines.append(f"Step {result.env_steps} of {result.max_env_steps}.")
         if result.status not in (TurnStatus.WON, TurnStatus.ENDED):
             lines.extend(self._listed(result.step))
+            description = result.task.description.strip() if result.task else ""
+            if self.restate_task and description:
+                lines.append(f"Task: {description}")
         if result.status is not TurnStatus.INVALID_FORMAT:
             lines.append(f"Observation:\n{result.step.observation.strip()}")
         return Message(role="tool", content="\n".join(lines), name=self.name)

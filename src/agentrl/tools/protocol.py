@@ -45,6 +45,8 @@ class ToolResult:
     env_steps: int
     """Environment steps taken so far in this episode."""
     max_env_steps: int
+    task: TaskInfo | None = None
+    """The episode's task (the rollout engine sets it; a protocol may restate it)."""
 
 
 @runtime_checkable

@@ -122,6 +122,15 @@ def test_the_plain_protocol_is_the_command_and_the_observation() -> None:
     assert protocol.tool_message(refused).content.startswith("Status: not admissible.\n")
     won = ToolResult(TurnStatus.WON, STEP, ParsedAction(action="look"), 5, 30)
     assert protocol.tool_message(won).content.startswith("Status: won.\nObservation:")
+    restating = alfworld_plain_protocol(restate_task=True)
+    with_task = ToolResult(TurnStatus.EXECUTED, STEP, ParsedAction(action="look"), 5, 30, TASK)
+    assert restating.tool_message(with_task).content == (
+        f"Task: {TASK.description}\nObservation:\n{STEP.observation}"
+    )
+    assert protocol.tool_message(with_task).content == f"Observation:\n{STEP.observation}"
+    assert restating.tool_message(executed).content == f"Observation:\n{STEP.observation}"
+    won_task = ToolResult(TurnStatus.WON, STEP, ParsedAction(action="look"), 5, 30, TASK)
+    assert "Task:" not in restating.tool_message(won_task).content  # nothing left to do
     listed = PlainCommandProtocol()  # the default still lists actions and counts steps
     assert "Step 5 of 30." in listed.tool_message(executed).content
     assert "go to countertop 1" in listed.tool_message(executed).content

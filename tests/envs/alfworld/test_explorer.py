@@ -230,14 +230,17 @@ async def test_the_explorer_wins_generated_games(
 ) -> None:
     """Through the rollout engine and the tool protocol (no action lists) on every game of the
     session's generated set (all six task types, train and unseen floor plans); and through
-    the plain protocol (the command alone) searching in the listed order."""
+    the plain protocol (the command alone, the goal restated in every tool message) searching
+    in the listed order."""
     pytest.importorskip("transformers")
     from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
     from agentrl.learning_tokenizer import bpe_tokenizer
     from tests.helpers.explorer_helpers import explorer_episodes
 
     protocol = (
-        alfworld_plain_protocol() if plain else alfworld_tool_protocol(include_admissible=False)
+        alfworld_plain_protocol(restate_task=True)
+        if plain
+        else alfworld_tool_protocol(include_admissible=False)
     )
     tokenizer = bpe_tokenizer([], 0)
     factory = alfworld_group_factory(AlfworldEnvOptions(max_steps=50), EnvWorkerPool(2))
@@ -256,5 +259,9 @@ async def test_the_explorer_wins_generated_games(
         "pick_two_obj_and_place",
     }
     assert sum(won.values()) >= len(won) - 1, won
+    if plain:  # the engine hands the protocol each group's task
+        for g in groups:
+            turn = g.trajectories[0].turns[1]
+            assert f"Task: {g.task.description}" in tokenizer.decode(list(turn.prompt_tokens))
     statuses = {turn.status for g in groups for turn in g.trajectories[0].turns}
     assert TurnStatus.INVALID_FORMAT not in statuses  # every call is written in the protocol's form

@@ -76,15 +76,18 @@ def alfworld_tool_protocol(*, include_admissible: bool = True) -> CommandTool:
 ALFWORLD_PLAIN_SYSTEM_PROMPT = "Reply with one command."
 
 
-def alfworld_plain_protocol() -> PlainCommandProtocol:
+def alfworld_plain_protocol(restate_task: bool = False) -> PlainCommandProtocol:
     """ALFWorld for small models trained from scratch: the reply is the command itself, no
     tool markup, no action lists and no step counter; each tool message is the observation,
     after a short status line only when the turn was not simply executed (an explorer episode
-    of small-room "put" games: 430 tokens against about 1,000 with the tool protocol)."""
+    of small-room "put" games: 430 tokens against about 1,000 with the tool protocol). With
+    `restate_task` every tool message also repeats the goal (`Task: ...`) before the
+    observation, as verl-agent's ALFWorld prompt does."""
     return PlainCommandProtocol(
         system_prompt=ALFWORLD_PLAIN_SYSTEM_PROMPT,
         include_admissible=False,
         show_steps=False,
+        restate_task=restate_task,
         status=StatusTexts(
             won="Status: won.",
             ended="Status: ended.",
