@@ -36,10 +36,10 @@ def test_alfworld_from_scratch_smoke(alfworld_games: Any, tmp_path: Path) -> Non
     pattern = r"success_before_rl=[\d.]+ success_after_rl=[\d.]+ minutes=[\d.]+ device=cpu"
     assert re.fullmatch(pattern, last), last
     result = json.loads((out / "result.json").read_text())
-    assert result["explorer_train"]["episodes"] == 6  # the fixture's six train games
+    assert result["explorer_train"]["episodes"] == 4  # six train games, two kept for RL
     assert result["explorer_train"]["success"] > 0  # the explorer wins some within 12 steps
     assert result["explorer_train"]["invalid_per_turn"] < 0.2
-    assert result["demos"] == 6 and result["sft_tokens"] > result["demo_tokens"] / 2
+    assert result["demos"] == 4 and result["sft_tokens"] > result["demo_tokens"] / 2
     losses = result["sft_loss"]
     assert len(losses) == result["setup"]["sft_steps"] and losses[-1] < losses[0]  # it learns
     assert result["before_rl"]["episodes"] == result["after_rl"]["episodes"] == 2
@@ -75,8 +75,8 @@ def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_pa
     assert result["setup"]["seed"] == 4
     assert (result["setup"]["protocol"], result["setup"]["search_order"]) == ("plain", "listed")
     assert result["explorer_train"]["success"] > 0  # the explorer wins through the plain protocol
-    assert result["setup"]["relabeled_copies"] == 2 and result["setup"]["rl_on_copies"]
-    assert result["demos"] == result["explorer_train"]["episodes"] == 6 * 3  # games and copies
+    assert result["setup"]["relabeled_copies"] == 2 and result["setup"]["rl_games"] == 2
+    assert result["demos"] == result["explorer_train"]["episodes"] == 4 * 3  # games and copies
     assert float(match[1]) == round(result["before_rl"]["success"], 3)
     assert float(match[2]) == round(result["after_rl"]["success"], 3)
     after = result["after_rl"]
@@ -123,3 +123,28 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     config = rl_config(replace(CPU, rl_temperature=0.4), tmp_path)
     assert config.temperature == 0.4 and config.max_steps == CPU.updates
     assert config.learning_rate == CPU.learning_rate and config.seed == CPU.seed
+
+
+def test_rl_games_are_kept_out_of_the_demonstrations(alfworld_games: Any, tmp_path: Path) -> None:
+    """`scratch_tasks`: `rl_games` of the train games, a draw keyed by the seed, go to RL and
+    none of them to the demonstrations; a folder with too few games is refused naming it."""
+    from dataclasses import replace
+
+    from agentrl.recipes.alfworld_scratch import CPU_SMOKE, scratch_tasks
+
+    root = alfworld_games.root
+    games = scratch_tasks(CPU_SMOKE, tmp_path, root)
+    train_ids = {t.task_id for t in games.train}
+    rl_ids = {t.task_id for t in games.rl}
+    assert len(train_ids) == 4 and len(rl_ids) == 2 and not train_ids & rl_ids
+    assert len(games.held_out) == 2 and all("valid_unseen" in t.task_id for t in games.held_out)
+    assert scratch_tasks(CPU_SMOKE, tmp_path, root) == games  # keyed, not drawn anew
+    draws = {
+        frozenset(t.task_id for t in scratch_tasks(replace(CPU_SMOKE, seed=s), tmp_path, root).rl)
+        for s in range(6)
+    }
+    assert len(draws) > 1  # the seed picks them
+    none_kept = scratch_tasks(replace(CPU_SMOKE, train_games=6, rl_games=0), tmp_path, root)
+    assert len(none_kept.train) == 6 and none_kept.rl == []
+    with pytest.raises(ValueError, match=r"holds 6 train .* needs 8 train"):
+        scratch_tasks(replace(CPU_SMOKE, train_games=6), tmp_path, root)

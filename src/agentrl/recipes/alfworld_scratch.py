@@ -67,6 +67,7 @@ __all__ = [
     "ScratchProtocol",
     "ScratchResult",
     "ScratchSetup",
+    "ScratchTasks",
     "add_format_arguments",
     "format_overrides",
     "generate_scratch_games",
@@ -75,6 +76,7 @@ __all__ = [
     "rl_config",
     "run_scratch",
     "scratch_protocol",
+    "scratch_tasks",
 ]
 
 
@@ -110,13 +112,15 @@ class ScratchSetup:
     """The explorer's search order (`agentrl.envs.alfworld.explorer.SearchOrder`)."""
     relabeled_copies: int = 0
     """Relabelled copies of each train game (`agentrl.envs.alfworld.relabel`) the explorer
-    also plays for the demonstrations and the tokenizer's corpus; evaluation plays the games
-    as they are, RL too unless `rl_on_copies`."""
+    also plays for the demonstrations and the tokenizer's corpus; evaluation and RL play
+    games as they are."""
     relabel_numbers: int = RELABEL_NUMBERS
     """A copy's instance numbers are a permutation of 1..this (`Relabel.numbers`)."""
-    rl_on_copies: bool = False
-    """RL plays the relabelled copies of the train games (when there are any) instead of the
-    games as they are: the reward then pays for reading the room, not recalling it."""
+    rl_games: int = 0
+    """Train games kept out of the demonstrations for RL to play (generated on the train
+    floor plans beside the `train_games`, chosen by `seed`): the reward then pays for playing
+    games the model has not seen solved, as the held-out ones are, not for recalling the
+    demonstrated ones. 0: RL plays the demonstrated train games."""
     max_steps: int = 50
     """Replies per episode (the recipe's 50; the explorer needs 13 on average)."""
     max_reply_tokens: int = 48
@@ -156,7 +160,8 @@ GPU = ScratchSetup()
 """Sized for <= 10 minutes on one H200 (bf16); see docs/alfworld.md for the estimate."""
 CPU_SMOKE = replace(
     ScratchSetup(),
-    train_games=6,
+    train_games=4,
+    rl_games=2,
     eval_games=2,
     corpus_games=6,
     hidden_size=64,
@@ -175,33 +180,33 @@ CPU_SMOKE = replace(
     max_batch_rows=64,
     env_workers=2,
     torch_threads=1,
-    rl_on_copies=True,
 )
-"""Plumbing only (about a minute on 2 CPU cores): the smoke test's size (RL plays the
-relabelled copies when `--relabeled-copies` makes some)."""
+"""Plumbing only (about a minute on 2 CPU cores): the smoke test's size (4 games
+demonstrated, 2 kept for RL)."""
 CPU = replace(
     ScratchSetup(),
     train_games=240,
-    eval_games=48,
+    rl_games=80,
+    eval_games=96,
     task_types=("pick_and_place_simple",),
     max_receptacles=13,
     hidden_size=64,
     layers=4,
     heads=4,
     kv_heads=2,
-    protocol="plain",
+    protocol="plain-task",
     search_order="listed",
     relabeled_copies=4,
-    rl_on_copies=True,
     max_steps=30,
     max_trajectory_tokens=4096,
-    sft_steps=1500,
+    sft_steps=1200,
     sft_batch=16,
     sft_learning_rate=3e-3,
-    updates=12,
+    updates=10,
     games_per_batch=8,
     group_size=8,
     learning_rate=3e-4,
+    rl_temperature=0.5,
     eval_samples=1,
     eval_temperature=0.0,
     device="cpu",
@@ -213,9 +218,11 @@ CPU = replace(
 )
 """The miniature for 2 CPU cores (`benchmarks/alfworld_cpu.py`): "put" games in the small
 rooms (at most 13 receptacles: bathrooms, bedrooms, small living rooms), a 0.24M-parameter
-model, 30 steps per episode, the plain protocol and the listed search order; the
-demonstrations are the 240 train games and 4 relabelled copies of each (numbers 1..9), which
-RL then plays; evaluation is greedy on 48 valid_unseen games. Measured in docs/alfworld.md."""
+model, 30 steps per episode, the plain protocol with the goal restated in every tool message
+and the listed search order; the demonstrations are 240 train games and 4 relabelled copies
+of each (numbers 1..9), 1,200 imitation steps; RL plays 80 other train games (never
+demonstrated) at temperature 0.5 for 10 updates; evaluation is greedy on 96 valid_unseen
+games. Measured in docs/alfworld.md."""
 PRESETS = {"gpu": GPU, "cpu": CPU, "cpu-smoke": CPU_SMOKE}
 BYTE_BUDGET = (512, 131_072)
 """Reply and trajectory tokens of the tokenizer's corpus episodes (byte-level tokens)."""
@@ -284,7 +291,7 @@ def generate_scratch_games(setup: ScratchSetup, root: Path) -> Path:
     already there; seeded by `setup.seed`); returns `root`."""
     generate_games(
         root,
-        train=setup.train_games,
+        train=setup.train_games + setup.rl_games,
         valid_unseen=setup.eval_games,
         seed=setup.seed,
         task_types=setup.task_types,
@@ -295,14 +302,37 @@ def generate_scratch_games(setup: ScratchSetup, root: Path) -> Path:
     return root
 
 
-def _tasks(
-    setup: ScratchSetup, out: Path, data_root: Path | None
-) -> tuple[list[TaskInfo], list[TaskInfo]]:
+@dataclass(frozen=True)
+class ScratchTasks:
+    """The run's games: demonstrated, kept for RL, held out."""
+
+    train: list[TaskInfo]
+    rl: list[TaskInfo]
+    held_out: list[TaskInfo]
+
+
+def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> ScratchTasks:
+    """The games of `data_root` (generated into `out/games` when None): the first
+    `train_games + rl_games` train games, of which `rl_games` (a draw keyed by `seed`) are
+    kept for RL, and the first `eval_games` valid_unseen games. Refuses a folder with too few."""
     if data_root is None:
         data_root = generate_scratch_games(setup, out / "games")
-    train = [g.to_task() for g in find_games(data_root, ["train"])][: setup.train_games]
+    needed = setup.train_games + setup.rl_games
+    pool = [g.to_task() for g in find_games(data_root, ["train"])][:needed]
     held_out = [g.to_task() for g in find_games(data_root, ["valid_unseen"])][: setup.eval_games]
-    return train, held_out
+    if len(pool) < needed or len(held_out) < setup.eval_games:
+        raise ValueError(
+            f"{data_root} holds {len(pool)} train and {len(held_out)} valid_unseen games; the "
+            f"setup needs {needed} train (train_games {setup.train_games} + rl_games "
+            f"{setup.rl_games}) and {setup.eval_games} valid_unseen: generate them there "
+            "(generate_scratch_games) or leave the data root out"
+        )
+    kept = set(random.Random(f"rl-games-{setup.seed}").sample(range(needed), setup.rl_games))
+    return ScratchTasks(
+        train=[t for i, t in enumerate(pool) if i not in kept],
+        rl=[t for i, t in enumerate(pool) if i in kept],
+        held_out=held_out,
+    )
 
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
@@ -565,7 +595,8 @@ async def run_scratch(
         import torch
 
         torch.set_num_threads(setup.torch_threads)
-    train, held_out = _tasks(setup, out, data_root)
+    games = scratch_tasks(setup, out, data_root)
+    train, held_out = games.train, games.held_out
     lap("games")
     run = _Run(setup)
     copies = relabeled_tasks(train, setup.relabeled_copies)
@@ -601,7 +632,7 @@ async def run_scratch(
         if setup.updates:
             # the Trainer's `run` would log each update; this loop drives `update` itself
             sink = JsonlSink(out / "run" / "metrics.jsonl")
-            rl_tasks = copies if setup.rl_on_copies and copies else train
+            rl_tasks = games.rl or train
             trainer = _trainer(setup, run, backend, tokenizer, rl_tasks, out / "run", sink)
             try:
                 for number in range(1, setup.updates + 1):
