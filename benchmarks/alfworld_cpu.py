@@ -3,9 +3,10 @@
 The `cpu` preset of the from-scratch recipe (`agentrl.recipes.alfworld_scratch.CPU`): "put"
 games (`pick_and_place_simple`) in the small rooms (at most 13 receptacles), generated once
 into `--out/games` (train floor plans, and valid_unseen floor plans train never uses) and
-shared by the seeds; per seed a project tokenizer, a 0.9M-parameter Qwen3-architecture model
-from random weights, cross-entropy imitation of the explorer's demonstrations, success on
-valid_unseen, RL through the Trainer (GroupMean, PPO, reward `1[won] - 0.1 x invalid`),
+shared by the seeds; per seed a project tokenizer, a 0.24M-parameter Qwen3-architecture model
+from random weights, cross-entropy imitation of the explorer's demonstrations (the goal
+restated in every tool message), greedy success on valid_unseen, RL through the Trainer on
+train games kept out of the demonstrations (GroupMean, PPO, reward `1[won] - 0.1 x invalid`),
 success on valid_unseen again. Each seed writes `--out/seed-K/result.{json,md}`; the summary
 (per seed and mean +- std: success, steps and invalid actions per episode, before and after
 RL) goes to `--out/summary.md`, and the last line printed is

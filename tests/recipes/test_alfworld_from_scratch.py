@@ -148,3 +148,36 @@ def test_rl_games_are_kept_out_of_the_demonstrations(alfworld_games: Any, tmp_pa
     assert len(none_kept.train) == 6 and none_kept.rl == []
     with pytest.raises(ValueError, match=r"holds 6 train .* needs 8 train"):
         scratch_tasks(replace(CPU_SMOKE, train_games=6), tmp_path, root)
+
+
+async def test_sampled_evaluation_is_keyed_not_ordered(alfworld_games: Any, tmp_path: Path) -> None:
+    """The recipe's evaluation at temperature 1 draws keyed by (seed, game, branch, turn): the
+    same games played twice give the same episodes, token for token (arrival order from the
+    env workers does not matter), and another seed gives other ones."""
+    from dataclasses import replace
+
+    from agentrl.recipes.alfworld_scratch import CPU_SMOKE, _backend, _Run, scratch_tasks
+    from agentrl.recipes.tokenizer import bpe_tokenizer
+
+    setup = replace(CPU_SMOKE, eval_temperature=1.0, max_steps=6)
+    games = scratch_tasks(setup, tmp_path, alfworld_games.root)
+    tokenizer = bpe_tokenizer([], 0)
+    backend = _backend(setup, tokenizer, tmp_path / "run")
+
+    async def tokens(run: _Run) -> list[list[int]]:
+        groups, _ = await run.play(await backend.sampler(), tokenizer, games.held_out, 2)
+        return [
+            [tok for turn in t.turns for tok in turn.completion_tokens]
+            for g in groups
+            for t in g.trajectories
+        ]
+
+    run = _Run(setup)
+    other = _Run(replace(setup, seed=1))
+    try:
+        first, second = await tokens(run), await tokens(run)
+        assert first == second and len(first) == 4 and all(first)
+        assert await tokens(other) != first
+    finally:
+        await run.factory.close()
+        await other.factory.close()

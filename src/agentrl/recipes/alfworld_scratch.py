@@ -21,7 +21,8 @@ learns to play generated ALFWorld games, everything the library's own:
 4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datums`: assistant
    tokens only; one datum per segment of an episode) with
    `LocalBackend.tiny(..., full_finetune=True)`;
-5. success on the valid_unseen games (temperature 1, the sampler's seeded stream) before RL;
+5. success on the valid_unseen games (at `eval_temperature`, draws keyed by seed, game, branch
+   and turn) before RL;
 6. RL: `Trainer` updates (GroupMean advantages, PPO, reward 1[won] - 0.1 x invalid actions);
 7. success on the same valid_unseen games after RL.
 """
@@ -143,7 +144,7 @@ class ScratchSetup:
     greedy play resembles; the trained logprobs stay those of the model, temperature 1)."""
     eval_samples: int = 2
     eval_temperature: float = 1.0
-    """1: the policy RL samples from (the sampler's seeded stream); 0: greedy."""
+    """1: the model's own distribution (draws keyed by seed, game, branch and turn); 0: greedy."""
     device: str = "cuda"
     micro_batch_tokens: int = 65_536
     max_batch_rows: int = 256
@@ -420,7 +421,9 @@ class _Run:
             max_env_steps=self.setup.max_steps,
             max_assistant_tokens=reply,
             max_trajectory_tokens=trajectory,
-            sampling=SamplingParams(temperature=self.setup.eval_temperature),
+            # keyed draws (seed, game, branch, turn): the same games play the same way
+            # whatever order the env workers answer in
+            sampling=SamplingParams(temperature=self.setup.eval_temperature, seed=self.setup.seed),
         )
         groups = await rollout_batch(
             tasks,
