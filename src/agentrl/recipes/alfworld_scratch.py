@@ -18,9 +18,8 @@ learns to play generated ALFWorld games, everything the library's own:
    dozen rooms to memorise;
 3. a byte-level BPE tokenizer of the project's own is trained on rendered explorer episodes
    (`agentrl.recipes.tokenizer.bpe_tokenizer`, Qwen3-style chat template);
-4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datums`: assistant
-   tokens only; one datum per segment of an episode) with
-   `LocalBackend.tiny(..., full_finetune=True)`;
+4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datum`: assistant
+   tokens only) with `LocalBackend.tiny(..., full_finetune=True)`;
 5. success on the valid_unseen games (at `eval_temperature`, draws keyed by seed, game, branch
    and turn) before RL;
 6. RL: `Trainer` updates (GroupMean advantages, PPO, reward 1[won] - 0.1 x invalid actions);
@@ -38,11 +37,11 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
-from agentrl.algo.datums import segments, trajectory_to_datums
+from agentrl.algo.datums import trajectory_to_datum
 from agentrl.algo.schedule import LRSchedule, scheduled_learning_rate
 from agentrl.backends.base import AdamParams, LossConfig, LossName, Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
-from agentrl.core.types import TaskInfo, Trajectory, TrajectoryGroup
+from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
 from agentrl.envs.alfworld.data import TASK_TYPES, find_games
 from agentrl.envs.alfworld.explorer import SearchOrder, explorer_policy
@@ -267,7 +266,11 @@ class ScratchResult:
 def _score(groups: list[TrajectoryGroup], seconds: float) -> Score:
     trajectories = [t for g in groups for t in g.trajectories]
     turns = [turn for t in trajectories for turn in t.turns]
-    tokens = [_episode_tokens(t) for t in trajectories if t.turns]
+    tokens = [
+        len(t.turns[-1].prompt_tokens) + len(t.turns[-1].completion_tokens)
+        for t in trajectories
+        if t.turns
+    ]
     return Score(
         success=float(np.mean([t.won for t in trajectories])),
         episodes=len(trajectories),
@@ -277,14 +280,6 @@ def _score(groups: list[TrajectoryGroup], seconds: float) -> Score:
         tokens_per_episode=float(np.mean(tokens)) if tokens else 0.0,
         seconds=seconds,
     )
-
-
-def _episode_tokens(trajectory: Trajectory) -> int:
-    """Tokens the model read and wrote in the episode: each segment's last prompt and reply
-    (one segment under the whole history)."""
-    turns = trajectory.turns
-    last = [turns[end - 1] for _, end in segments(turns)]
-    return sum(len(t.prompt_tokens) + len(t.completion_tokens) for t in last)
 
 
 def generate_scratch_games(setup: ScratchSetup, root: Path) -> Path:
@@ -611,7 +606,7 @@ async def run_scratch(
         lap("tokenizer")
         groups, explorer_train = await run.explore(tokenizer, train + copies)
         episodes = [t for g in groups for t in g.trajectories if t.turns]
-        demos = [trajectory_to_datums(t, [1.0] * len(t.turns)) for t in episodes]
+        demos = [trajectory_to_datum(t, [1.0] * len(t.turns)) for t in episodes]
         _, explorer_eval = await run.explore(tokenizer, held_out)
         lap("demonstrations")
         print(f"explorer: train {explorer_train}, valid_unseen {explorer_eval}", flush=True)
@@ -619,7 +614,7 @@ async def run_scratch(
         rng = random.Random(setup.seed)
         sft_loss, sft_tokens = [], 0
         for step in range(1, setup.sft_steps + 1):
-            batch = [d for e in rng.sample(demos, min(setup.sft_batch, len(demos))) for d in e]
+            batch = rng.sample(demos, min(setup.sft_batch, len(demos)))
             fb = await backend.forward_backward(batch, LossName.CROSS_ENTROPY, LossConfig())
             rate = imitation_learning_rate(setup, step)
             await backend.optim_step(AdamParams(learning_rate=rate))
@@ -664,7 +659,7 @@ async def run_scratch(
         after_rl=after,
         train_success=train_success,
         demos=len(demos),
-        demo_tokens=sum(len(d.target_tokens) + 1 for e in demos for d in e),
+        demo_tokens=sum(len(d.target_tokens) + 1 for d in demos),
         sft_tokens=sft_tokens,
         sft_loss=sft_loss,
         parameters=sum(p.numel() for p in backend.trainable_parameters()),
