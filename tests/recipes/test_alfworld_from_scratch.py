@@ -148,6 +148,8 @@ def test_rl_games_are_kept_out_of_the_demonstrations(alfworld_games: Any, tmp_pa
     assert len(none_kept.train) == 6 and none_kept.rl == []
     with pytest.raises(ValueError, match=r"holds 6 train .* needs 8 train"):
         scratch_tasks(replace(CPU_SMOKE, train_games=6), tmp_path, root)
+    with pytest.raises(ValueError, match="rl_games must be >= 0, got -1"):
+        scratch_tasks(replace(CPU_SMOKE, rl_games=-1), tmp_path, root)
 
 
 async def test_sampled_evaluation_is_keyed_not_ordered(alfworld_games: Any, tmp_path: Path) -> None:

@@ -311,6 +311,8 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
     """The games of `data_root` (generated into `out/games` when None): the first
     `train_games + rl_games` train games, of which `rl_games` (a draw keyed by `seed`) are
     kept for RL, and the first `eval_games` valid_unseen games. Refuses a folder with too few."""
+    if setup.rl_games < 0:
+        raise ValueError(f"ScratchSetup.rl_games must be >= 0, got {setup.rl_games}")
     if data_root is None:
         data_root = generate_scratch_games(setup, out / "games")
     needed = setup.train_games + setup.rl_games
