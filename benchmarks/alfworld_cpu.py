@@ -27,14 +27,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
+import os
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from agentrl.recipes.alfworld_scratch import (
     PRESETS,
     ScratchResult,
+    ScratchSetup,
     add_format_arguments,
     format_overrides,
     generate_scratch_games,
@@ -92,6 +96,35 @@ def last_line(results: list[ScratchResult], minutes: float) -> str:
     )
 
 
+def run_seed(setup: ScratchSetup, run_dir: Path, games: Path) -> ScratchResult:
+    """One seed of the benchmark, written to `run_dir/result.{json,md}` as soon as it ends."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    result = asyncio.run(run_scratch(setup, run_dir, games))
+    (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
+    (run_dir / "result.md").write_text(result_markdown(result))
+    print(f"seed {setup.seed}:\n{result_markdown(result)}", flush=True)
+    return result
+
+
+def run_seeds(
+    base: ScratchSetup, seeds: list[int], out: Path, games: Path, parallel: int
+) -> list[ScratchResult]:
+    """Every seed, `parallel` at a time: each in a process of its own with the machine's
+    cores shared out as torch threads (a model this small gains little from a second
+    thread, so two seeds side by side on 2 cores take about the time of one)."""
+    if parallel <= 1:
+        return [run_seed(replace(base, seed=s), out / f"seed-{s}", games) for s in seeds]
+    threads = max(1, (os.cpu_count() or 1) // parallel)
+    with ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [
+            pool.submit(
+                run_seed, replace(base, seed=s, torch_threads=threads), out / f"seed-{s}", games
+            )
+            for s in seeds
+        ]
+        return [f.result() for f in futures]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -103,12 +136,21 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        help="seeds run at once, each in its own process (default: all of them, up to 3)",
+    )
     parser.add_argument("--sft-steps", type=int, default=None, help="override the preset's")
     parser.add_argument("--updates", type=int, default=None, help="override the RL updates")
     add_format_arguments(parser)
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
+    parallel = min(args.seeds, 3) if args.parallel is None else args.parallel
+    if parallel < 1:
+        parser.error(f"--parallel must be >= 1, got {parallel}")
     overrides = {
         "sft_steps": args.sft_steps,
         "updates": args.updates,
@@ -120,15 +162,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     games = args.data_root or generate_scratch_games(base, args.out / "games")  # seed: preset's
     print(f"[{time.perf_counter() - started:7.1f}s] games ready in {games}", flush=True)
-    results = []
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
-        run_dir = args.out / f"seed-{seed}"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        result = asyncio.run(run_scratch(replace(base, seed=seed), run_dir, games))
-        (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
-        (run_dir / "result.md").write_text(result_markdown(result))
-        print(result_markdown(result), flush=True)
-        results.append(result)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    results = run_seeds(base, seeds, args.out, games, parallel)
     summary = summary_markdown(results)
     (args.out / "summary.md").write_text(summary)
     print(summary)

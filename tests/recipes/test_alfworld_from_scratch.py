@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -55,36 +56,42 @@ CPU_SCRIPT = BENCHMARKS / "alfworld_cpu.py"
 
 
 def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_path: Path) -> None:
-    """`benchmarks/alfworld_cpu.py` at the smoke size, on the plain protocol with the listed
-    search order and two relabelled copies of each train game: per-seed results, the summary
-    table (steps and invalid actions per episode before / after RL) and the last line's keys."""
+    """`benchmarks/alfworld_cpu.py` at the smoke size, two seeds side by side in processes of
+    their own, on the plain protocol with the listed search order, two relabelled copies of
+    each train game and GiGPO: per-seed results, the summary table (steps and invalid actions
+    per episode before / after RL) and the last line's keys."""
     out = tmp_path / "cpu"
     command = [sys.executable, str(CPU_SCRIPT), "--preset", "cpu-smoke", "--out", str(out)]
-    command += ["--seeds", "1", "--first-seed", "4", "--data-root", str(alfworld_games.root)]
+    command += ["--seeds", "2", "--first-seed", "4", "--data-root", str(alfworld_games.root)]
     command += ["--protocol", "plain", "--search-order", "listed", "--relabeled-copies", "2"]
+    command += ["--estimator", "gigpo", "--parallel", "2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
     pattern = (
-        r"imitation_success=([\d.]+) rl_success=([\d.]+) seeds=1 improved_seeds=([01]) "
+        r"imitation_success=([\d.]+) rl_success=([\d.]+) seeds=2 improved_seeds=([012]) "
         r"minutes=[\d.]+"
     )
     match = re.fullmatch(pattern, last)
     assert match, last
-    result = json.loads((out / "seed-4" / "result.json").read_text())
-    assert result["setup"]["seed"] == 4
+    results = [json.loads((out / f"seed-{s}" / "result.json").read_text()) for s in (4, 5)]
+    assert [r["setup"]["seed"] for r in results] == [4, 5]
+    assert all(r["setup"]["estimator"] == "gigpo" for r in results)
+    assert all(r["setup"]["torch_threads"] == max(1, (os.cpu_count() or 1) // 2) for r in results)
+    result = results[0]
     assert (result["setup"]["protocol"], result["setup"]["search_order"]) == ("plain", "listed")
     assert result["explorer_train"]["success"] > 0  # the explorer wins through the plain protocol
     assert result["setup"]["relabeled_copies"] == 2 and result["setup"]["rl_games"] == 2
     assert result["demos"] == result["explorer_train"]["episodes"] == 4 * 3  # games and copies
-    assert float(match[1]) == round(result["before_rl"]["success"], 3)
-    assert float(match[2]) == round(result["after_rl"]["success"], 3)
+    means = [sum(r[k]["success"] for r in results) / 2 for k in ("before_rl", "after_rl")]
+    assert (float(match[1]), float(match[2])) == (round(means[0], 3), round(means[1], 3))
     after = result["after_rl"]
     assert after["invalid_per_episode"] == pytest.approx(
         after["invalid_per_turn"] * after["turns_per_episode"]
     )
     summary = (out / "summary.md").read_text()
-    assert "| 4 |" in summary and "| mean |" in summary and "invalid / episode" in summary
+    assert "| 4 |" in summary and "| 5 |" in summary and "| mean |" in summary
+    assert "invalid / episode" in summary
 
 
 def test_the_recipe_names_its_protocols() -> None:
@@ -123,6 +130,21 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     config = rl_config(replace(CPU, rl_temperature=0.4), tmp_path)
     assert config.temperature == 0.4 and config.max_steps == CPU.updates
     assert config.learning_rate == CPU.learning_rate and config.seed == CPU.seed
+
+
+def test_the_rl_phase_uses_the_setups_estimator(tmp_path: Path) -> None:
+    """`ScratchSetup.estimator` reaches the Trainer's config and builds that estimator: the
+    CPU preset's GiGPO (with the recipe's reward's per-turn form), the GPU preset's GroupMean."""
+    from agentrl.algo.advantages import GiGPO, GroupMean
+    from agentrl.algo.rewards import WinMinusInvalid
+    from agentrl.config.plugins import make_estimator
+    from agentrl.recipes.alfworld_scratch import CPU, GPU, rl_config
+
+    cpu, gpu = rl_config(CPU, tmp_path), rl_config(GPU, tmp_path)
+    assert (cpu.estimator, gpu.estimator) == ("gigpo", "group_mean")
+    built = make_estimator(cpu.estimator, reward_fn=WinMinusInvalid())
+    assert isinstance(built, GiGPO) and isinstance(built.reward_fn, WinMinusInvalid)
+    assert isinstance(make_estimator(gpu.estimator), GroupMean)
 
 
 def test_rl_games_are_kept_out_of_the_demonstrations(alfworld_games: Any, tmp_path: Path) -> None:

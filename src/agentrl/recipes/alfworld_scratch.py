@@ -41,6 +41,7 @@ from agentrl.algo.datums import trajectory_to_datum
 from agentrl.algo.schedule import LRSchedule, scheduled_learning_rate
 from agentrl.backends.base import AdamParams, LossConfig, LossName, Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
+from agentrl.config.names import EstimatorName
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
 from agentrl.envs.alfworld.data import TASK_TYPES, find_games
@@ -137,6 +138,11 @@ class ScratchSetup:
     updates: int = 10
     games_per_batch: int = 16
     group_size: int = 8
+    estimator: EstimatorName = EstimatorName.GROUP_MEAN
+    """The RL phase's advantage estimator: the recipe's `group_mean` (reward minus the group's
+    mean, on every token of the episode), or `gigpo` (that plus, per turn, the discounted
+    return minus the mean of the group's turns that acted from the same game state:
+    `agentrl.algo.advantages.GiGPO`, the reward's per-turn form)."""
     learning_rate: float = 1e-4
     rl_temperature: float = 1.0
     """Sampling temperature of the RL rollouts (below 1: the sharper policy a small model's
@@ -202,9 +208,10 @@ CPU = replace(
     sft_steps=1200,
     sft_batch=16,
     sft_learning_rate=3e-3,
-    updates=12,
+    updates=16,
     games_per_batch=8,
     group_size=8,
+    estimator=EstimatorName.GIGPO,
     learning_rate=3e-4,
     rl_temperature=0.5,
     eval_samples=1,
@@ -334,9 +341,9 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
 
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
-    """The benchmarks' `--protocol`, `--search-order` and `--relabeled-copies` (overrides of
-    the preset's `ScratchSetup.protocol` / `search_order` / `relabeled_copies`; None: the
-    preset's; `format_overrides` applies them)."""
+    """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies` and `--estimator`
+    (overrides of the preset's `ScratchSetup.protocol` / `search_order` / `relabeled_copies` /
+    `estimator`; None: the preset's; `format_overrides` applies them)."""
     parser.add_argument(
         "--protocol",
         choices=get_args(ScratchProtocol),
@@ -356,6 +363,12 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="relabelled copies of each train game in the demonstrations (default: preset's)",
     )
+    parser.add_argument(
+        "--estimator",
+        choices=[EstimatorName.GROUP_MEAN.value, EstimatorName.GIGPO.value],
+        default=None,
+        help="the RL phase's advantage estimator (default: the preset's)",
+    )
 
 
 def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSetup:
@@ -368,6 +381,8 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         setup = replace(setup, search_order=args.search_order)
     if args.relabeled_copies is not None:
         setup = replace(setup, relabeled_copies=args.relabeled_copies)
+    if args.estimator is not None:
+        setup = replace(setup, estimator=EstimatorName(args.estimator))
     return setup
 
 
@@ -486,7 +501,7 @@ def imitation_learning_rate(setup: ScratchSetup, step: int) -> float:
 
 
 def rl_config(setup: ScratchSetup, run_dir: Path) -> TrainConfig:
-    """The RL phase's Trainer config: the recipe's reward, GroupMean and PPO, at the setup's
+    """The RL phase's Trainer config: the recipe's reward and PPO, the setup's estimator,
     sizes, rate and sampling temperature."""
     from agentrl.config import TrainConfig
 
@@ -505,7 +520,7 @@ def rl_config(setup: ScratchSetup, run_dir: Path) -> TrainConfig:
             group_size=setup.group_size,
             learning_rate=setup.learning_rate,
             temperature=setup.rl_temperature,
-            estimator="group_mean",
+            estimator=setup.estimator,
             loss=LossName.PPO,
             seed=setup.seed,
             run_dir=run_dir,
