@@ -6,8 +6,12 @@ into `--out/games` (train floor plans, and valid_unseen floor plans train never 
 shared by the seeds; per seed a project tokenizer, a 0.24M-parameter Qwen3-architecture model
 from random weights, cross-entropy imitation of the explorer's demonstrations (the goal
 restated in every tool message), greedy success on valid_unseen, RL through the Trainer on
-train games kept out of the demonstrations (GroupMean, PPO, reward `1[won] - 0.1 x invalid`),
-success on valid_unseen again. Each seed writes `--out/seed-K/result.{json,md}`; the summary
+train games kept out of the demonstrations (GiGPO: the group-mean advantage plus a per-turn
+one among the group's turns from the same game state; PPO; reward `1[won] - 0.1 x invalid`),
+success on valid_unseen again. The seeds run side by side (`--parallel`, default all of them
+up to 3), each in a process of its own with one torch thread on 2 cores; a seed's numbers can
+differ from a run of it alone with 2 threads, which sum floats in another order.
+Each seed writes `--out/seed-K/result.{json,md}`; the summary
 (per seed and mean +- std: success, steps and invalid actions per episode, before and after
 RL) goes to `--out/summary.md`, and the last line printed is
 

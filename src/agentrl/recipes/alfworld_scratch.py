@@ -228,7 +228,8 @@ rooms (at most 13 receptacles: bathrooms, bedrooms, small living rooms), a 0.24M
 model, 30 steps per episode, the plain protocol with the goal restated in every tool message
 and the listed search order; the demonstrations are 240 train games and 4 relabelled copies
 of each (numbers 1..9), 1,200 imitation steps; RL plays 80 other train games (never
-demonstrated) at temperature 0.5 for 12 updates; evaluation is greedy on 96 valid_unseen
+demonstrated) at temperature 0.5 for 16 updates of GiGPO (the group-mean advantage plus a
+per-turn one among turns from the same game state); evaluation is greedy on 96 valid_unseen
 games. Measured in docs/alfworld.md."""
 PRESETS = {"gpu": GPU, "cpu": CPU, "cpu-smoke": CPU_SMOKE}
 BYTE_BUDGET = (512, 131_072)
