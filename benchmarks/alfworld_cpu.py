@@ -114,8 +114,8 @@ def run_seeds(
     base: ScratchSetup, seeds: list[int], out: Path, games: Path, parallel: int
 ) -> list[ScratchResult]:
     """Every seed, `parallel` at a time: each in a process of its own with the machine's
-    cores shared out as torch threads (a model this small gains little from a second
-    thread, so two seeds side by side on 2 cores take about the time of one)."""
+    cores shared out as torch threads. Measured on 2 cores (docs/alfworld.md): side by side
+    saves time in RL's rollouts, whose env and Python waits overlap, and none in imitation."""
     if parallel <= 1:
         return [run_seed(replace(base, seed=s), out / f"seed-{s}", games) for s in seeds]
     threads = max(1, (os.cpu_count() or 1) // parallel)
