@@ -118,7 +118,7 @@ def run_seeds(
     saves time in RL's rollouts, whose env and Python waits overlap, and none in imitation."""
     if parallel <= 1:
         return [run_seed(replace(base, seed=s), out / f"seed-{s}", games) for s in seeds]
-    threads = max(1, (os.cpu_count() or 1) // parallel)
+    threads = max(1, (os.cpu_count() or 1) // min(parallel, len(seeds)))
     with ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [
             pool.submit(

@@ -22,7 +22,8 @@ learns to play generated ALFWorld games, everything the library's own:
    tokens only) with `LocalBackend.tiny(..., full_finetune=True)`;
 5. success on the valid_unseen games (at `eval_temperature`, draws keyed by seed, game, branch
    and turn) before RL;
-6. RL: `Trainer` updates (GroupMean advantages, PPO, reward 1[won] - 0.1 x invalid actions);
+6. RL: `Trainer` updates (`ScratchSetup.estimator`: GroupMean or GiGPO advantages, PPO,
+   reward 1[won] - 0.1 x invalid actions);
 7. success on the same valid_unseen games after RL.
 """
 
