@@ -51,6 +51,23 @@ def test_hand_computed_two_turn_datum() -> None:
     assert datum.num_assistant_tokens == 3
 
 
+def test_an_untrained_turn_stays_in_the_sequence_without_targets() -> None:
+    """`trained=[False, True]`: the first reply is context (mask 0), the second a target."""
+    t1 = _turn((1, 2, 3), (10, 11), (-0.1, -0.2))
+    t2 = _turn((1, 2, 3, 10, 11, 4, 5), (12,), (-0.3,))
+    trajectory = Trajectory(
+        turns=(t1, t2), stop_reason=StopReason.WON, won=True, group_id="g", task=TaskInfo("g")
+    )
+    datum = trajectory_to_datum(trajectory, [1.0, 1.0], trained=[False, True])
+    assert datum.model_input.tolist() == [1, 2, 3, 10, 11, 4, 5]
+    assert datum.mask.tolist() == [0, 0, 0, 0, 0, 0, 1]
+    assert datum.num_assistant_tokens == 1
+    every = trajectory_to_datum(trajectory, [1.0, 1.0], trained=[True, True])
+    assert every.mask.tolist() == trajectory_to_datum(trajectory, [1.0, 1.0]).mask.tolist()
+    with pytest.raises(ValueError, match="1 trained flags for a trajectory of 2 turns"):
+        trajectory_to_datum(trajectory, [1.0, 1.0], trained=[True])
+
+
 def test_prefix_violation_is_detected() -> None:
     t1 = _turn((1, 2, 3), (10,), (-0.1,))
     t2 = _turn((1, 9, 3, 10, 4), (12,), (-0.3,))  # history re-tokenized differently

@@ -6,7 +6,7 @@ from typing import Any
 
 from agentrl.core.env import EnvGroupFactory
 from agentrl.core.types import TaskInfo, TrajectoryGroup
-from agentrl.envs.alfworld.explorer import SearchOrder, explorer_policy
+from agentrl.envs.alfworld.explorer import ExplorerNoise, SearchOrder, explorer_policy
 
 
 async def explorer_episodes(
@@ -15,9 +15,10 @@ async def explorer_episodes(
     protocol: Any,
     order: SearchOrder,
     tokenizer: Any,
+    noise: ExplorerNoise | None = None,
 ) -> list[TrajectoryGroup]:
-    """One explorer episode of each task (up to 50 steps) through `protocol`, rendered with
-    `tokenizer` (byte-level budgets: nothing is cut)."""
+    """One explorer episode of each task (up to 50 steps, with `noise`'s mistakes) through
+    `protocol`, rendered with `tokenizer` (byte-level budgets: nothing is cut)."""
     from agentrl.chat import ChatRenderer
     from agentrl.rollout import RolloutConfig, rollout_batch
     from agentrl.testing import PolicySampler
@@ -25,7 +26,7 @@ async def explorer_episodes(
     return await rollout_batch(
         tasks,
         env_factory=factory,
-        sampler=PolicySampler(tokenizer, explorer_policy(protocol.call_text, order)),
+        sampler=PolicySampler(tokenizer, explorer_policy(protocol.call_text, order, noise)),
         renderer=ChatRenderer(tokenizer, protocol.tools),
         protocol=protocol,
         config=RolloutConfig(

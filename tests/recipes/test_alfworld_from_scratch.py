@@ -58,13 +58,13 @@ CPU_SCRIPT = BENCHMARKS / "alfworld_cpu.py"
 def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_path: Path) -> None:
     """`benchmarks/alfworld_cpu.py` at the smoke size, two seeds side by side in processes of
     their own, on the plain protocol with the listed search order, two relabelled copies of
-    each train game and GiGPO: per-seed results, the summary table (steps and invalid actions
-    per episode before / after RL) and the last line's keys."""
+    each train game, demonstrations with mistakes and GiGPO: per-seed results, the summary
+    table (steps and invalid actions per episode before / after RL) and the last line's keys."""
     out = tmp_path / "cpu"
     command = [sys.executable, str(CPU_SCRIPT), "--preset", "cpu-smoke", "--out", str(out)]
     command += ["--seeds", "2", "--first-seed", "4", "--data-root", str(alfworld_games.root)]
     command += ["--protocol", "plain", "--search-order", "listed", "--relabeled-copies", "2"]
-    command += ["--estimator", "gigpo", "--parallel", "2"]
+    command += ["--estimator", "gigpo", "--parallel", "2", "--demo-noise", "0.2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
@@ -77,6 +77,7 @@ def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_pa
     results = [json.loads((out / f"seed-{s}" / "result.json").read_text()) for s in (4, 5)]
     assert [r["setup"]["seed"] for r in results] == [4, 5]
     assert all(r["setup"]["estimator"] == "gigpo" for r in results)
+    assert all(r["setup"]["demo_noise"] == 0.2 for r in results)
     assert all(r["setup"]["torch_threads"] == max(1, (os.cpu_count() or 1) // 2) for r in results)
     result = results[0]
     assert (result["setup"]["protocol"], result["setup"]["search_order"]) == ("plain", "listed")
@@ -205,3 +206,53 @@ async def test_sampled_evaluation_is_keyed_not_ordered(alfworld_games: Any, tmp_
     finally:
         await run.factory.close()
         await other.factory.close()
+
+
+async def test_demonstration_noise_is_played_and_left_out_of_the_targets(
+    alfworld_games: Any, tmp_path: Path
+) -> None:
+    """`demo_noise`: the explorer plays its keyed mistakes through the rollout engine and still
+    wins; `demonstration_datums` keeps every turn in the sequence and makes exactly the
+    non-mistake replies targets."""
+    from dataclasses import replace
+
+    from agentrl.envs.alfworld.explorer import observations_in
+    from agentrl.recipes.alfworld_scratch import (
+        CPU_SMOKE,
+        _Run,
+        demo_noise,
+        demonstration_datums,
+        scratch_tasks,
+    )
+    from agentrl.recipes.tokenizer import bpe_tokenizer
+
+    setup = replace(CPU_SMOKE, protocol="plain-task", search_order="listed", max_steps=40)
+    assert demo_noise(setup) is None
+    setup = replace(setup, demo_noise=0.3)
+    noise = demo_noise(setup)
+    assert noise is not None and (noise.rate, noise.seed) == (0.3, setup.seed)
+    games = scratch_tasks(setup, tmp_path, alfworld_games.root)
+    tokenizer = bpe_tokenizer([], 0)
+    run = _Run(setup)
+    try:
+        groups, score = await run.explore(tokenizer, games.train, (512, 131_072), noise)
+        _, clean = await run.explore(tokenizer, games.train, (512, 131_072))
+    finally:
+        await run.factory.close()
+    assert score.success >= 0.75 and score.turns_per_episode > clean.turns_per_episode
+    datums = demonstration_datums(groups, tokenizer, noise)
+    trajectories = [t for g in groups for t in g.trajectories]
+    assert len(datums) == len(trajectories)
+    mistakes = 0
+    for trajectory, datum in zip(trajectories, datums, strict=True):
+        first = observations_in(tokenizer.decode(list(trajectory.turns[0].prompt_tokens)))[0]
+        for turn_index, turn in enumerate(trajectory.turns):
+            start = len(turn.prompt_tokens)
+            targets = datum.mask[start - 1 : start - 1 + len(turn.completion_tokens)]
+            noisy = noise.noisy(first, turn_index)
+            mistakes += noisy
+            assert set(targets.tolist()) == ({0.0} if noisy else {1.0})
+    assert mistakes > 0
+    every = demonstration_datums(groups, tokenizer, None)  # without noise: every reply
+    replies = [sum(len(turn.completion_tokens) for turn in t.turns) for t in trajectories]
+    assert [int(d.mask.sum()) for d in every] == replies

@@ -97,14 +97,20 @@ def segments(turns: Sequence[Turn]) -> list[tuple[int, int]]:
     return list(zip(starts, [*starts[1:], len(turns)], strict=True))
 
 
-def trajectory_to_datum(trajectory: Trajectory, turn_advantages: Sequence[float]) -> Datum:
-    """Build the datum of a one-segment trajectory given one advantage per turn.
+def trajectory_to_datum(
+    trajectory: Trajectory,
+    turn_advantages: Sequence[float],
+    trained: Sequence[bool] | None = None,
+) -> Datum:
+    """Build the datum of a one-segment trajectory given one advantage per turn (and, with
+    `trained`, which turns' replies are targets: a False turn stays in the sequence as context,
+    mask 0, e.g. a deliberate mistake in a demonstration).
 
     Raises PrefixError if a turn's prompt is not a prefix of the full sequence (the rollout
     broke the exact-extension property) and ValueError on a length mismatch or when the
     trajectory has several segments (use `trajectory_to_datums`).
     """
-    datums = trajectory_to_datums(trajectory, turn_advantages)
+    datums = trajectory_to_datums(trajectory, turn_advantages, trained=trained)
     if len(datums) != 1:
         raise ValueError(
             f"the trajectory has {len(datums)} segments (its template cannot be extended); "
@@ -114,19 +120,27 @@ def trajectory_to_datum(trajectory: Trajectory, turn_advantages: Sequence[float]
 
 
 def trajectory_to_datums(
-    trajectory: Trajectory, turn_advantages: Sequence[float], sequence: str | None = None
+    trajectory: Trajectory,
+    turn_advantages: Sequence[float],
+    sequence: str | None = None,
+    trained: Sequence[bool] | None = None,
 ) -> list[Datum]:
     """One datum per segment of the trajectory (one datum when its template extends), all
-    with the sequence key `sequence`."""
+    with the sequence key `sequence`; `trained` (one flag per turn, default all True) leaves
+    a False turn's reply out of the targets (mask 0) while it stays in the sequence."""
     turns = trajectory.turns
     if len(turn_advantages) != len(turns):
         raise ValueError(
             f"{len(turn_advantages)} advantages for a trajectory of {len(turns)} turns"
         )
+    flags = [True] * len(turns) if trained is None else list(trained)
+    if len(flags) != len(turns):
+        raise ValueError(f"{len(flags)} trained flags for a trajectory of {len(turns)} turns")
     if not turns:
         raise ValueError("cannot build a datum from a trajectory with no turns")
     return [
-        _segment_datum(turns[a:b], turn_advantages[a:b], a, sequence) for a, b in segments(turns)
+        _segment_datum(turns[a:b], turn_advantages[a:b], flags[a:b], a, sequence)
+        for a, b in segments(turns)
     ]
 
 
@@ -137,7 +151,11 @@ def _tokens(tokens: Sequence[int]) -> IntArray:
 
 
 def _segment_datum(
-    turns: Sequence[Turn], turn_advantages: Sequence[float], first: int, sequence: str | None
+    turns: Sequence[Turn],
+    turn_advantages: Sequence[float],
+    trained: Sequence[bool],
+    first: int,
+    sequence: str | None,
 ) -> Datum:
     last = turns[-1]
     last_prompt = last.prompt_tokens
@@ -148,7 +166,9 @@ def _segment_datum(
     logprobs = np.zeros(n, dtype=np.float32)
     advantages = np.zeros(n, dtype=np.float32)
     mask = np.zeros(n, dtype=np.float32)
-    for index, (turn, advantage) in enumerate(zip(turns, turn_advantages, strict=True), first):
+    for index, (turn, advantage, target) in enumerate(
+        zip(turns, turn_advantages, trained, strict=True), first
+    ):
         prompt = turn.prompt_tokens
         start = len(prompt)
         end = start + len(turn.completion_tokens)
@@ -171,7 +191,7 @@ def _segment_datum(
         # Target position j predicts full[j + 1]; completion tokens sit at [start, end).
         logprobs[start - 1 : end - 1] = turn.logprobs
         advantages[start - 1 : end - 1] = advantage
-        mask[start - 1 : end - 1] = 1.0
+        mask[start - 1 : end - 1] = 1.0 if target else 0.0
     return Datum(
         model_input=full[:-1].copy(),
         target_tokens=full[1:].copy(),

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
-from agentrl.algo.datums import trajectory_to_datum
+from agentrl.algo.datums import Datum, trajectory_to_datum
 from agentrl.algo.schedule import LRSchedule, scheduled_learning_rate
 from agentrl.backends.base import AdamParams, LossConfig, LossName, Sampler, SamplingParams
 from agentrl.chat import ChatRenderer
@@ -46,7 +46,12 @@ from agentrl.config.names import EstimatorName
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
 from agentrl.envs.alfworld.data import TASK_TYPES, find_games
-from agentrl.envs.alfworld.explorer import SearchOrder, explorer_policy
+from agentrl.envs.alfworld.explorer import (
+    ExplorerNoise,
+    SearchOrder,
+    explorer_policy,
+    observations_in,
+)
 from agentrl.envs.alfworld.generate import generate_games
 from agentrl.envs.alfworld.relabel import RELABEL_NUMBERS, RelabelingFactory, relabeled_tasks
 from agentrl.envs.alfworld.tools import alfworld_plain_protocol, alfworld_tool_protocol
@@ -71,6 +76,8 @@ __all__ = [
     "ScratchSetup",
     "ScratchTasks",
     "add_format_arguments",
+    "demo_noise",
+    "demonstration_datums",
     "format_overrides",
     "generate_scratch_games",
     "imitation_learning_rate",
@@ -118,6 +125,10 @@ class ScratchSetup:
     games as they are."""
     relabel_numbers: int = RELABEL_NUMBERS
     """A copy's instance numbers are a permutation of 1..this (`Relabel.numbers`)."""
+    demo_noise: float = 0.0
+    """Share of the demonstrations' turns where the explorer plays a deliberate mistake
+    (`ExplorerNoise`, keyed by `seed`), left out of the imitation targets: the model is shown
+    how to carry on after a wrong or impossible command. 0: none."""
     rl_games: int = 0
     """Train games kept out of the demonstrations for RL to play (generated on the train
     floor plans beside the `train_games`, chosen by `seed`): the reward then pays for playing
@@ -204,6 +215,7 @@ CPU = replace(
     protocol="plain-task",
     search_order="listed",
     relabeled_copies=4,
+    demo_noise=0.15,
     max_steps=30,
     max_trajectory_tokens=4096,
     sft_steps=1200,
@@ -228,7 +240,8 @@ CPU = replace(
 rooms (at most 13 receptacles: bathrooms, bedrooms, small living rooms), a 0.24M-parameter
 model, 30 steps per episode, the plain protocol with the goal restated in every tool message
 and the listed search order; the demonstrations are 240 train games and 4 relabelled copies
-of each (numbers 1..9), 1,200 imitation steps; RL plays 80 other train games (never
+of each (numbers 1..9), with 15% of their turns played as deliberate mistakes that are not
+imitated (`demo_noise`), 1,200 imitation steps; RL plays 80 other train games (never
 demonstrated) at temperature 0.5 for 16 updates of GiGPO (the group-mean advantage plus a
 per-turn one among turns from the same game state); evaluation is greedy on 96 valid_unseen
 games. Measured in docs/alfworld.md."""
@@ -343,9 +356,10 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
 
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
-    """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies` and `--estimator`
-    (overrides of the preset's `ScratchSetup.protocol` / `search_order` / `relabeled_copies` /
-    `estimator`; None: the preset's; `format_overrides` applies them)."""
+    """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies`, `--demo-noise`
+    and `--estimator` (overrides of the preset's `ScratchSetup.protocol` / `search_order` /
+    `relabeled_copies` / `demo_noise` / `estimator`; None: the preset's; `format_overrides`
+    applies them)."""
     parser.add_argument(
         "--protocol",
         choices=get_args(ScratchProtocol),
@@ -366,6 +380,13 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         help="relabelled copies of each train game in the demonstrations (default: preset's)",
     )
     parser.add_argument(
+        "--demo-noise",
+        type=float,
+        default=None,
+        help="share of demonstration turns played as deliberate mistakes, not imitated "
+        "(default: the preset's)",
+    )
+    parser.add_argument(
         "--estimator",
         choices=[EstimatorName.GROUP_MEAN.value, EstimatorName.GIGPO.value],
         default=None,
@@ -377,6 +398,8 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
     """`setup` with the `add_format_arguments` options that were given."""
     if args.relabeled_copies is not None and args.relabeled_copies < 0:
         raise SystemExit(f"--relabeled-copies must be >= 0, got {args.relabeled_copies}")
+    if args.demo_noise is not None and not 0.0 <= args.demo_noise < 1.0:
+        raise SystemExit(f"--demo-noise must be in [0, 1), got {args.demo_noise}")
     if args.protocol is not None:
         setup = replace(setup, protocol=args.protocol)
     if args.search_order is not None:
@@ -385,6 +408,8 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         setup = replace(setup, relabeled_copies=args.relabeled_copies)
     if args.estimator is not None:
         setup = replace(setup, estimator=EstimatorName(args.estimator))
+    if args.demo_noise is not None:
+        setup = replace(setup, demo_noise=args.demo_noise)
     return setup
 
 
@@ -451,14 +476,40 @@ class _Run:
         return groups, _score(groups, time.perf_counter() - started)
 
     async def explore(
-        self, tokenizer: Any, tasks: list[TaskInfo], budget: tuple[int, int] | None = None
+        self,
+        tokenizer: Any,
+        tasks: list[TaskInfo],
+        budget: tuple[int, int] | None = None,
+        noise: ExplorerNoise | None = None,
     ) -> tuple[list[TrajectoryGroup], Score]:
-        """The exploring expert's episodes (its calls written in the protocol's form)."""
+        """The exploring expert's episodes (its calls written in the protocol's form; with
+        `noise`, its deliberate mistakes)."""
         from agentrl.testing import PolicySampler
 
-        policy = explorer_policy(self.protocol.call_text, self.setup.search_order)
+        policy = explorer_policy(self.protocol.call_text, self.setup.search_order, noise)
         sampler = PolicySampler(tokenizer, policy)
         return await self.play(sampler, tokenizer, tasks, 1, budget)
+
+
+def demo_noise(setup: ScratchSetup) -> ExplorerNoise | None:
+    """The demonstrations' `ExplorerNoise` (None when `setup.demo_noise` is 0)."""
+    return ExplorerNoise(setup.demo_noise, setup.seed) if setup.demo_noise else None
+
+
+def demonstration_datums(
+    groups: list[TrajectoryGroup], tokenizer: Any, noise: ExplorerNoise | None
+) -> list[Datum]:
+    """The imitation datums of the explorer's episodes: every reply a target but the
+    mistakes `noise` played (context only); an episode with no target left is dropped."""
+    datums = []
+    for trajectory in (t for g in groups for t in g.trajectories if t.turns):
+        trained = [True] * len(trajectory.turns)
+        if noise is not None:
+            first = observations_in(tokenizer.decode(trajectory.turns[0].prompt_tokens))[0]
+            trained = [not noise.noisy(first, turn) for turn in range(len(trained))]
+        if any(trained):
+            datums.append(trajectory_to_datum(trajectory, [1.0] * len(trained), trained))
+    return datums
 
 
 def _texts(groups: list[TrajectoryGroup], tokenizer: Any) -> list[str]:
@@ -623,9 +674,9 @@ async def run_scratch(
         corpus, _ = await run.explore(byte_level, corpus_games, BYTE_BUDGET)
         tokenizer = bpe_tokenizer(_texts(corpus, byte_level), setup.vocab_size)
         lap("tokenizer")
-        groups, explorer_train = await run.explore(tokenizer, train + copies)
-        episodes = [t for g in groups for t in g.trajectories if t.turns]
-        demos = [trajectory_to_datum(t, [1.0] * len(t.turns)) for t in episodes]
+        noise = demo_noise(setup)
+        groups, explorer_train = await run.explore(tokenizer, train + copies, noise=noise)
+        demos = demonstration_datums(groups, tokenizer, noise)
         _, explorer_eval = await run.explore(tokenizer, held_out)
         lap("demonstrations")
         print(f"explorer: train {explorer_train}, valid_unseen {explorer_eval}", flush=True)

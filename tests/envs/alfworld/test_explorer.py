@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from agentrl.envs.alfworld.explorer import (
+    ExplorerNoise,
     Goal,
     SearchOrder,
     explorer_action,
@@ -64,6 +66,7 @@ def _play(
     answers: dict[str, str | list[str]],
     limit: int = 30,
     order: SearchOrder = "surfaces_first",
+    noise: ExplorerNoise | None = None,
 ) -> list[str]:
     """Run the explorer against a scripted world: `answers` maps a command to its observation
     (a list: one per time the command is given); "DONE" ends the episode."""
@@ -72,7 +75,7 @@ def _play(
     assert goal is not None
     observations, actions = [first], []
     for _ in range(limit):
-        action = explorer_action(goal, observations, order)
+        action = explorer_action(goal, observations, order, noise)
         actions.append(action)
         answer = answers.get(action, "Nothing happens.")
         text = answer.pop(0) if isinstance(answer, list) else answer
@@ -160,6 +163,74 @@ def test_a_receptacle_sharing_the_place_is_examined() -> None:
         "take cup 1 from cabinet 1",
     ]
     assert actions[-3:] == ["heat cup 1 with microwave 1", "go to shelf 1", "move cup 1 to shelf 1"]
+
+
+LISTED_WORLD = {
+    "go to cabinet 2": "You arrive at cabinet 2. The cabinet 2 is closed.",
+    "open cabinet 2": "You open the cabinet 2. The cabinet 2 is open. In it, you see nothing.",
+    "examine cabinet 1": "The cabinet 1 is closed.",
+    "open cabinet 1": "You open the cabinet 1. The cabinet 1 is open. In it, you see nothing.",
+    "go to countertop 1": "You arrive at countertop 1. On the countertop 1, you see a knife 1.",
+    "go to fridge 1": "You arrive at fridge 1. The fridge 1 is closed.",
+    "open fridge 1": "You open the fridge 1. The fridge 1 is open. In it, you see a mug 1.",
+    "take mug 1 from fridge 1": "You pick up the mug 1 from the fridge 1.",
+    "go to microwave 1": "You arrive at microwave 1. The microwave 1 is closed.",
+    "go to sinkbasin 1": "You arrive at sinkbasin 1. On the sinkbasin 1, you see nothing.",
+    "go to shelf 1": "You arrive at shelf 1. On the shelf 1, you see nothing.",
+    "move mug 1 to shelf 1": "DONE",
+}
+
+
+def test_with_noise_the_explorer_plays_its_mistakes_and_still_wins() -> None:
+    """Each noisy turn (`ExplorerNoise.noisy`) plays a mistake, every other turn the
+    explorer's own move from the state the mistakes left, and every episode still ends with
+    the object put; rate 0 is the plain explorer."""
+    first = ROOM.format(goal="put a mug in shelf")
+    plain = _play("put a mug in shelf", dict(LISTED_WORLD), order="listed")
+    mistakes = 0
+    for seed in range(12):
+        noise = ExplorerNoise(0.3, seed)
+        actions = _play("put a mug in shelf", dict(LISTED_WORLD), 60, "listed", noise)
+        assert actions[-1] == "move mug 1 to shelf 1", (seed, actions)
+        noisy = [t for t in range(len(actions)) if noise.noisy(first, t)]
+        assert all(actions[t].startswith(("go to ", "examine ", "take mug ")) for t in noisy)
+        assert len(actions) >= len(plain)
+        mistakes += len(noisy)
+        off = ExplorerNoise(0.0, seed)
+        assert _play("put a mug in shelf", dict(LISTED_WORLD), order="listed", noise=off) == plain
+    assert mistakes >= 12  # about 0.3 of the turns of 12 episodes
+    with pytest.raises(ValueError, match=r"ExplorerNoise.rate must be in \[0, 1\)"):
+        ExplorerNoise(1.0)
+
+
+class _ExamineTheFridgeAtTurnOne(ExplorerNoise):
+    def noisy(self, first_observation: str, turn: int) -> bool:
+        return turn == 1
+
+    def command(
+        self,
+        first_observation: str,
+        turn: int,
+        receptacles: Sequence[str],
+        at: str | None,
+        obj: str,
+    ) -> str:
+        return "examine fridge 1"
+
+
+def test_an_impossible_examine_elsewhere_does_not_count_as_searched() -> None:
+    """`examine fridge 1` from the countertop answers "Nothing happens.": the explorer goes
+    on to the next surface and still searches the fridge, where the mug is (only an examine
+    where the agent is tells it a place is empty)."""
+    noise = _ExamineTheFridgeAtTurnOne(0.5)
+    actions = _play("put a mug in shelf", dict(LISTED_WORLD), 40, noise=noise)
+    assert actions[:3] == ["go to countertop 1", "examine fridge 1", "go to sinkbasin 1"]
+    assert actions[-4:] == [
+        "open fridge 1",
+        "take mug 1 from fridge 1",
+        "go to shelf 1",
+        "move mug 1 to shelf 1",
+    ]
 
 
 def test_two_objects_and_a_lamp_seen_on_the_way_are_remembered() -> None:

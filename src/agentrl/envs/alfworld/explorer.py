@@ -18,6 +18,11 @@ it wins about 97% within 50 steps (13 steps on average; docs/alfworld.md).
 
 The explorer is deterministic and keeps no state: each call replays its own earlier
 decisions against the observations, so the observations must be those its own commands got.
+With an `ExplorerNoise` some of its commands are deliberate mistakes (a draw keyed by the
+noise's seed, the first observation and the turn, so the replay knows them too): a
+demonstration then shows how to carry on after a wrong or impossible command, the states a
+model that imitates it reaches after its own mistakes (DART-style noise injection);
+`ExplorerNoise.noisy` names those turns, to leave them out of the imitation targets.
 `explorer_policy` wraps it as a `policy(prompt_text) -> reply` for
 `agentrl.testing.PolicySampler`: it reads the observations out of the rendered conversation
 (the `Observation:` blocks of `CommandTool` messages), so demonstrations go through the real
@@ -26,6 +31,7 @@ rollout engine and tool protocol. Pure text: no TextWorld import.
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +39,7 @@ from typing import Literal
 
 __all__ = [
     "CLOSED_KINDS",
+    "ExplorerNoise",
     "Goal",
     "SearchOrder",
     "explorer_action",
@@ -129,12 +136,12 @@ class _View:
     placed: set[str] = field(default_factory=set)
 
     def see(self, text: str, action: str) -> None:
-        """Fold in the observation that `action` (the explorer's own last command) got."""
+        """Fold in the observation that `action` (the last command) got."""
         if text.startswith("Nothing happens."):
             verb, _, recep = action.partition(" ")
             if action.startswith("go to "):  # it shares its place with where the agent is
                 self.at = action.removeprefix("go to ")
-            elif verb in ("examine", "open"):  # nothing to search there
+            elif verb in ("examine", "open") and recep == self.at:  # nothing to search there
                 self.contents.setdefault(recep, [])
                 self.closed.discard(recep)
             return
@@ -206,16 +213,73 @@ def _explore(view: _View, goal: Goal, order: SearchOrder) -> str:
     return "look"
 
 
+@dataclass(frozen=True)
+class ExplorerNoise:
+    """Deliberate mistakes in the explorer's play: at each turn, with probability `rate` (a
+    draw keyed by `seed`, the episode's first observation and the turn), a wrong command
+    instead of the explorer's: go to or examine a random listed receptacle, go to where the
+    agent already is, or take an object of the goal's class from where it is (mostly "Nothing
+    happens."). The explorer then carries on from the state that command left."""
+
+    rate: float
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rate < 1.0:
+            raise ValueError(f"ExplorerNoise.rate must be in [0, 1), got {self.rate}")
+
+    def _draw(self, first_observation: str, turn: int) -> random.Random:
+        return random.Random(f"explorer-noise|{self.seed}|{turn}|{first_observation}")
+
+    def noisy(self, first_observation: str, turn: int) -> bool:
+        """Whether turn `turn` (0-based) of the episode that began with `first_observation`
+        plays a mistake."""
+        return self.rate > 0 and self._draw(first_observation, turn).random() < self.rate
+
+    def command(
+        self,
+        first_observation: str,
+        turn: int,
+        receptacles: Sequence[str],
+        at: str | None,
+        obj: str,
+    ) -> str:
+        """The mistake of that turn (`receptacles`: the room's; `at`: where the agent is;
+        `obj`: the goal's object class)."""
+        rng = self._draw(first_observation, turn)
+        rng.random()  # the draw `noisy` made
+        recep = rng.choice(list(receptacles)) if receptacles else "room 1"
+        here = at or recep
+        return rng.choice(
+            (
+                f"go to {recep}",
+                f"examine {recep}",
+                f"go to {here}",
+                f"take {obj} {rng.randint(1, 3)} from {here}",
+            )
+        )
+
+
 def explorer_action(
-    goal: Goal, observations: Sequence[str], order: SearchOrder = "surfaces_first"
+    goal: Goal,
+    observations: Sequence[str],
+    order: SearchOrder = "surfaces_first",
+    noise: ExplorerNoise | None = None,
 ) -> str:
     """The explorer's next command, from the goal and the episode's observations in order:
     the first one (it lists the room's receptacles), then what each of the explorer's own
-    commands got."""
-    view = _View(receptacles=_ITEM_RE.findall(observations[0].split("Your task is to:")[0]))
-    for text in observations[1:]:
-        view.see(text.strip(), _decide(view, goal, order))
-    return _decide(view, goal, order)
+    commands got (with `noise`: its mistakes included)."""
+    first = observations[0]
+    view = _View(receptacles=_ITEM_RE.findall(first.split("Your task is to:")[0]))
+
+    def command(turn: int) -> str:
+        if noise is not None and noise.noisy(first, turn):
+            return noise.command(first, turn, view.receptacles, view.at, goal.obj)
+        return _decide(view, goal, order)
+
+    for turn, text in enumerate(observations[1:]):
+        view.see(text.strip(), command(turn))
+    return command(len(observations) - 1)
 
 
 def _decide(view: _View, goal: Goal, order: SearchOrder) -> str:
@@ -262,18 +326,20 @@ def observations_in(prompt_text: str, ends: Sequence[str] = _ENDS) -> list[str]:
 
 
 def explorer_policy(
-    write: Callable[[str], str] | None = None, order: SearchOrder = "surfaces_first"
+    write: Callable[[str], str] | None = None,
+    order: SearchOrder = "surfaces_first",
+    noise: ExplorerNoise | None = None,
 ) -> Callable[[str], str]:
     """`policy(prompt_text) -> reply` for `PolicySampler`: the explorer's command (searching
-    in `order`) for the rendered conversation, written by `write` (e.g. `protocol.call_text`;
-    default: as is)."""
+    in `order`, with `noise`'s mistakes) for the rendered conversation, written by `write`
+    (e.g. `protocol.call_text`; default: as is)."""
 
     def policy(prompt_text: str) -> str:
         observations = observations_in(prompt_text)
         if not observations:
             raise ValueError("no observation found in the prompt")
         goal = parse_goal(observations[0])
-        command = "look" if goal is None else explorer_action(goal, observations, order)
+        command = "look" if goal is None else explorer_action(goal, observations, order, noise)
         return write(command) if write is not None else command
 
     return policy
