@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -109,20 +108,25 @@ def test_surfaces_first_opens_closed_furniture_and_puts_the_object() -> None:
     ]
 
 
+LISTED_WORLD = {
+    "go to cabinet 2": "You arrive at cabinet 2. The cabinet 2 is closed.",
+    "open cabinet 2": "You open the cabinet 2. The cabinet 2 is open. In it, you see nothing.",
+    "examine cabinet 1": "The cabinet 1 is closed.",
+    "open cabinet 1": "You open the cabinet 1. The cabinet 1 is open. In it, you see nothing.",
+    "go to countertop 1": "You arrive at countertop 1. On the countertop 1, you see a knife 1.",
+    "go to fridge 1": "You arrive at fridge 1. The fridge 1 is closed.",
+    "open fridge 1": "You open the fridge 1. The fridge 1 is open. In it, you see a mug 1.",
+    "take mug 1 from fridge 1": "You pick up the mug 1 from the fridge 1.",
+    "go to microwave 1": "You arrive at microwave 1. The microwave 1 is closed.",
+    "go to sinkbasin 1": "You arrive at sinkbasin 1. On the sinkbasin 1, you see nothing.",
+    "go to shelf 1": "You arrive at shelf 1. On the shelf 1, you see nothing.",
+    "move mug 1 to shelf 1": "DONE",
+}
+
+
 def test_the_listed_order_searches_the_room_as_it_is_listed() -> None:
     """`order="listed"`: cabinets before the countertop, the goal's shelf in its place."""
-    answers = {
-        "go to cabinet 2": "You arrive at cabinet 2. The cabinet 2 is closed.",
-        "open cabinet 2": "You open the cabinet 2. The cabinet 2 is open. In it, you see nothing.",
-        "examine cabinet 1": "The cabinet 1 is closed.",
-        "open cabinet 1": "You open the cabinet 1. The cabinet 1 is open. In it, you see nothing.",
-        "go to countertop 1": "You arrive at countertop 1. On the countertop 1, you see a knife 1.",
-        "go to fridge 1": "You arrive at fridge 1. The fridge 1 is closed.",
-        "open fridge 1": "You open the fridge 1. The fridge 1 is open. In it, you see a mug 1.",
-        "take mug 1 from fridge 1": "You pick up the mug 1 from the fridge 1.",
-        "go to shelf 1": "You arrive at shelf 1. On the shelf 1, you see nothing.",
-        "move mug 1 to shelf 1": "DONE",
-    }
+    answers = LISTED_WORLD
     listed = _play("put a mug in shelf", dict(answers), order="listed")
     assert listed == [
         "go to cabinet 2",
@@ -165,22 +169,6 @@ def test_a_receptacle_sharing_the_place_is_examined() -> None:
     assert actions[-3:] == ["heat cup 1 with microwave 1", "go to shelf 1", "move cup 1 to shelf 1"]
 
 
-LISTED_WORLD = {
-    "go to cabinet 2": "You arrive at cabinet 2. The cabinet 2 is closed.",
-    "open cabinet 2": "You open the cabinet 2. The cabinet 2 is open. In it, you see nothing.",
-    "examine cabinet 1": "The cabinet 1 is closed.",
-    "open cabinet 1": "You open the cabinet 1. The cabinet 1 is open. In it, you see nothing.",
-    "go to countertop 1": "You arrive at countertop 1. On the countertop 1, you see a knife 1.",
-    "go to fridge 1": "You arrive at fridge 1. The fridge 1 is closed.",
-    "open fridge 1": "You open the fridge 1. The fridge 1 is open. In it, you see a mug 1.",
-    "take mug 1 from fridge 1": "You pick up the mug 1 from the fridge 1.",
-    "go to microwave 1": "You arrive at microwave 1. The microwave 1 is closed.",
-    "go to sinkbasin 1": "You arrive at sinkbasin 1. On the sinkbasin 1, you see nothing.",
-    "go to shelf 1": "You arrive at shelf 1. On the shelf 1, you see nothing.",
-    "move mug 1 to shelf 1": "DONE",
-}
-
-
 def test_with_noise_the_explorer_plays_its_mistakes_and_still_wins() -> None:
     """Each noisy turn (`ExplorerNoise.noisy`) plays a mistake, every other turn the
     explorer's own move from the state the mistakes left, and every episode still ends with
@@ -207,14 +195,7 @@ class _ExamineTheFridgeAtTurnOne(ExplorerNoise):
     def noisy(self, first_observation: str, turn: int) -> bool:
         return turn == 1
 
-    def command(
-        self,
-        first_observation: str,
-        turn: int,
-        receptacles: Sequence[str],
-        at: str | None,
-        obj: str,
-    ) -> str:
+    def command(self, *args: object, **kwargs: object) -> str:
         return "examine fridge 1"
 
 
