@@ -58,13 +58,15 @@ CPU_SCRIPT = BENCHMARKS / "alfworld_cpu.py"
 def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_path: Path) -> None:
     """`benchmarks/alfworld_cpu.py` at the smoke size, two seeds side by side in processes of
     their own, on the plain protocol with the listed search order, two relabelled copies of
-    each train game, demonstrations with mistakes and GiGPO: per-seed results, the summary
+    each train game, demonstrations with mistakes, GiGPO and a KL penalty to the imitated
+    model: per-seed results, the summary
     table (steps and invalid actions per episode before / after RL) and the last line's keys."""
     out = tmp_path / "cpu"
     command = [sys.executable, str(CPU_SCRIPT), "--preset", "cpu-smoke", "--out", str(out)]
     command += ["--seeds", "2", "--first-seed", "4", "--data-root", str(alfworld_games.root)]
     command += ["--protocol", "plain", "--search-order", "listed", "--relabeled-copies", "2"]
     command += ["--estimator", "gigpo", "--parallel", "2", "--demo-noise", "0.2"]
+    command += ["--kl-coef", "0.05"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
@@ -78,6 +80,7 @@ def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_pa
     assert [r["setup"]["seed"] for r in results] == [4, 5]
     assert all(r["setup"]["estimator"] == "gigpo" for r in results)
     assert all(r["setup"]["demo_noise"] == 0.2 for r in results)
+    assert all(r["setup"]["kl_coef"] == 0.05 for r in results)
     assert all(r["setup"]["torch_threads"] == max(1, (os.cpu_count() or 1) // 2) for r in results)
     result = results[0]
     assert (result["setup"]["protocol"], result["setup"]["search_order"]) == ("plain", "listed")
@@ -128,8 +131,9 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     assert rates[0] == pytest.approx(2e-3) and rates[-1] == pytest.approx(1e-4)
     assert all(a >= b for a, b in itertools.pairwise(rates))
     assert rates[49] == pytest.approx((2e-3 + 1e-4) / 2, rel=0.05)
-    config = rl_config(replace(CPU, rl_temperature=0.4), tmp_path)
+    config = rl_config(replace(CPU, rl_temperature=0.4, kl_coef=0.03), tmp_path)
     assert config.temperature == 0.4 and config.max_steps == CPU.updates
+    assert config.kl_coef == 0.03 and rl_config(CPU, tmp_path).kl_coef == CPU.kl_coef == 0.0
     assert config.learning_rate == CPU.learning_rate and config.seed == CPU.seed
 
 

@@ -156,6 +156,10 @@ class ScratchSetup:
     return minus the mean of the group's turns that acted from the same game state:
     `agentrl.algo.advantages.GiGPO`, the reward's per-turn form)."""
     learning_rate: float = 1e-4
+    kl_coef: float = 0.0
+    """Weight of the RL loss's KL penalty to the imitated model (a frozen copy taken when
+    imitation ends, `LocalBackend.freeze_reference`; the Trainer's `kl_coef`, k3 estimate); 0:
+    none, the recipe's."""
     rl_temperature: float = 1.0
     """Sampling temperature of the RL rollouts (below 1: the sharper policy a small model's
     greedy play resembles; the trained logprobs stay those of the model, temperature 1)."""
@@ -356,10 +360,10 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
 
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
-    """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies`, `--demo-noise`
-    and `--estimator` (overrides of the preset's `ScratchSetup.protocol` / `search_order` /
-    `relabeled_copies` / `demo_noise` / `estimator`; None: the preset's; `format_overrides`
-    applies them)."""
+    """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies`, `--demo-noise`,
+    `--kl-coef` and `--estimator` (overrides of the preset's `ScratchSetup.protocol` /
+    `search_order` / `relabeled_copies` / `demo_noise` / `kl_coef` / `estimator`; None: the
+    preset's; `format_overrides` applies them)."""
     parser.add_argument(
         "--protocol",
         choices=get_args(ScratchProtocol),
@@ -387,6 +391,12 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the preset's)",
     )
     parser.add_argument(
+        "--kl-coef",
+        type=float,
+        default=None,
+        help="RL's KL penalty to the imitated model (default: the preset's)",
+    )
+    parser.add_argument(
         "--estimator",
         choices=[EstimatorName.GROUP_MEAN.value, EstimatorName.GIGPO.value],
         default=None,
@@ -400,6 +410,8 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         raise SystemExit(f"--relabeled-copies must be >= 0, got {args.relabeled_copies}")
     if args.demo_noise is not None and not 0.0 <= args.demo_noise < 1.0:
         raise SystemExit(f"--demo-noise must be in [0, 1), got {args.demo_noise}")
+    if args.kl_coef is not None and args.kl_coef < 0:
+        raise SystemExit(f"--kl-coef must be >= 0, got {args.kl_coef}")
     if args.protocol is not None:
         setup = replace(setup, protocol=args.protocol)
     if args.search_order is not None:
@@ -410,6 +422,8 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         setup = replace(setup, estimator=EstimatorName(args.estimator))
     if args.demo_noise is not None:
         setup = replace(setup, demo_noise=args.demo_noise)
+    if args.kl_coef is not None:
+        setup = replace(setup, kl_coef=args.kl_coef)
     return setup
 
 
@@ -572,6 +586,7 @@ def rl_config(setup: ScratchSetup, run_dir: Path) -> TrainConfig:
             games_per_batch=setup.games_per_batch,
             group_size=setup.group_size,
             learning_rate=setup.learning_rate,
+            kl_coef=setup.kl_coef,
             temperature=setup.rl_temperature,
             estimator=setup.estimator,
             loss=LossName.PPO,
@@ -701,6 +716,8 @@ async def run_scratch(
             # the Trainer's `run` would log each update; this loop drives `update` itself
             sink = JsonlSink(out / "run" / "metrics.jsonl")
             rl_tasks = games.rl or train
+            if setup.kl_coef > 0:
+                backend.freeze_reference()  # the KL penalty's reference: the imitated model
             trainer = _trainer(setup, run, backend, tokenizer, rl_tasks, out / "run", sink)
             try:
                 for number in range(1, setup.updates + 1):
