@@ -137,6 +137,31 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     assert config.learning_rate == CPU.learning_rate and config.seed == CPU.seed
 
 
+def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
+    """`ScratchSetup` refuses a `demo_noise` outside [0, 1) or a negative `kl_coef` when it is
+    built, naming the field (not after the games and minutes of imitation); the benchmarks'
+    flags give the same message."""
+    import argparse
+    from dataclasses import replace
+
+    from agentrl.recipes.alfworld_scratch import CPU, add_format_arguments, format_overrides
+
+    noise = re.escape("ScratchSetup.demo_noise must be in [0, 1), got 1.0")
+    with pytest.raises(ValueError, match=noise):
+        replace(CPU, demo_noise=1.0)
+    with pytest.raises(ValueError, match=re.escape("ScratchSetup.kl_coef must be >= 0, got -0.1")):
+        replace(CPU, kl_coef=-0.1)
+    parser = argparse.ArgumentParser()
+    add_format_arguments(parser)
+    for flags, message in (
+        (["--demo-noise", "-0.5"], "ScratchSetup.demo_noise must be in [0, 1), got -0.5"),
+        (["--kl-coef", "-1"], "ScratchSetup.kl_coef must be >= 0, got -1.0"),
+    ):
+        with pytest.raises(SystemExit, match=re.escape(message)):
+            format_overrides(CPU, parser.parse_args(flags))
+    assert format_overrides(CPU, parser.parse_args(["--kl-coef", "0.05"])).kl_coef == 0.05
+
+
 def test_the_rl_phase_uses_the_setups_estimator(tmp_path: Path) -> None:
     """`ScratchSetup.estimator` reaches the Trainer's config and builds that estimator: the
     CPU preset's GiGPO (with the recipe's reward's per-turn form), the GPU preset's GroupMean."""

@@ -177,6 +177,13 @@ class ScratchSetup:
     """Games played at once (each holds its engines in a worker)."""
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        # checked here, not when the phase that uses them starts: after minutes of imitation
+        if not 0.0 <= self.demo_noise < 1.0:
+            raise ValueError(f"ScratchSetup.demo_noise must be in [0, 1), got {self.demo_noise}")
+        if self.kl_coef < 0:
+            raise ValueError(f"ScratchSetup.kl_coef must be >= 0, got {self.kl_coef}")
+
 
 GPU = ScratchSetup()
 """Sized for <= 10 minutes on one H200 (bf16); see docs/alfworld.md for the estimate."""
@@ -408,10 +415,6 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
     """`setup` with the `add_format_arguments` options that were given."""
     if args.relabeled_copies is not None and args.relabeled_copies < 0:
         raise SystemExit(f"--relabeled-copies must be >= 0, got {args.relabeled_copies}")
-    if args.demo_noise is not None and not 0.0 <= args.demo_noise < 1.0:
-        raise SystemExit(f"--demo-noise must be in [0, 1), got {args.demo_noise}")
-    if args.kl_coef is not None and args.kl_coef < 0:
-        raise SystemExit(f"--kl-coef must be >= 0, got {args.kl_coef}")
     if args.protocol is not None:
         setup = replace(setup, protocol=args.protocol)
     if args.search_order is not None:
@@ -420,10 +423,13 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         setup = replace(setup, relabeled_copies=args.relabeled_copies)
     if args.estimator is not None:
         setup = replace(setup, estimator=EstimatorName(args.estimator))
-    if args.demo_noise is not None:
-        setup = replace(setup, demo_noise=args.demo_noise)
-    if args.kl_coef is not None:
-        setup = replace(setup, kl_coef=args.kl_coef)
+    try:  # `ScratchSetup` checks the ranges (its error names the field: --demo-noise ...)
+        if args.demo_noise is not None:
+            setup = replace(setup, demo_noise=args.demo_noise)
+        if args.kl_coef is not None:
+            setup = replace(setup, kl_coef=args.kl_coef)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     return setup
 
 
