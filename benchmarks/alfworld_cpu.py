@@ -100,10 +100,13 @@ def last_line(results: list[ScratchResult], minutes: float) -> str:
     )
 
 
-def run_seed(setup: ScratchSetup, run_dir: Path, games: Path) -> ScratchResult:
-    """One seed of the benchmark, written to `run_dir/result.{json,md}` as soon as it ends."""
+def run_seed(
+    setup: ScratchSetup, run_dir: Path, games: Path, imitated: Path | None = None
+) -> ScratchResult:
+    """One seed of the benchmark, written to `run_dir/result.{json,md}` as soon as it ends
+    (`imitated`: an earlier run of the seed whose imitated model to reuse, `run_scratch`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    result = asyncio.run(run_scratch(setup, run_dir, games))
+    result = asyncio.run(run_scratch(setup, run_dir, games, imitated))
     (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
     (run_dir / "result.md").write_text(result_markdown(result))
     print(f"seed {setup.seed}:\n{result_markdown(result)}", flush=True)
@@ -111,18 +114,33 @@ def run_seed(setup: ScratchSetup, run_dir: Path, games: Path) -> ScratchResult:
 
 
 def run_seeds(
-    base: ScratchSetup, seeds: list[int], out: Path, games: Path, parallel: int
+    base: ScratchSetup,
+    seeds: list[int],
+    out: Path,
+    games: Path,
+    parallel: int,
+    imitated: Path | None = None,
 ) -> list[ScratchResult]:
     """Every seed, `parallel` at a time: each in a process of its own with the machine's
     cores shared out as torch threads. Measured on 2 cores (docs/alfworld.md): side by side
-    saves time in RL's rollouts, whose env and Python waits overlap, and none in imitation."""
+    saves time in RL's rollouts, whose env and Python waits overlap, and none in imitation.
+    `imitated`: an earlier `--out` of this benchmark, whose seed K's imitated model seed K
+    reuses when it was imitated with the same setup (same seeds, same `parallel`)."""
+
+    def source(seed: int) -> Path | None:
+        return imitated / f"seed-{seed}" if imitated else None
+
     if parallel <= 1:
-        return [run_seed(replace(base, seed=s), out / f"seed-{s}", games) for s in seeds]
+        return [run_seed(replace(base, seed=s), out / f"seed-{s}", games, source(s)) for s in seeds]
     threads = max(1, (os.cpu_count() or 1) // min(parallel, len(seeds)))
     with ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [
             pool.submit(
-                run_seed, replace(base, seed=s, torch_threads=threads), out / f"seed-{s}", games
+                run_seed,
+                replace(base, seed=s, torch_threads=threads),
+                out / f"seed-{s}",
+                games,
+                source(s),
             )
             for s in seeds
         ]
@@ -148,6 +166,14 @@ def main() -> None:
     )
     parser.add_argument("--sft-steps", type=int, default=None, help="override the preset's")
     parser.add_argument("--updates", type=int, default=None, help="override the RL updates")
+    parser.add_argument(
+        "--imitated",
+        type=Path,
+        default=None,
+        help="an earlier --out of this benchmark: each seed reuses the imitated model saved "
+        "there when it was imitated with the same setup (RL settings may differ), and skips "
+        "its demonstrations and imitation (--out itself resumes after a crash in RL)",
+    )
     add_format_arguments(parser)
     args = parser.parse_args()
     if args.seeds < 1:
@@ -167,7 +193,7 @@ def main() -> None:
     games = args.data_root or generate_scratch_games(base, args.out / "games")  # seed: preset's
     print(f"[{time.perf_counter() - started:7.1f}s] games ready in {games}", flush=True)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    results = run_seeds(base, seeds, args.out, games, parallel)
+    results = run_seeds(base, seeds, args.out, games, parallel, args.imitated)
     summary = summary_markdown(results)
     (args.out / "summary.md").write_text(summary)
     print(summary)

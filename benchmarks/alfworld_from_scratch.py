@@ -43,6 +43,13 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="override the preset's torch device")
     parser.add_argument("--updates", type=int, default=None, help="override the RL updates")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--imitated",
+        type=Path,
+        default=None,
+        help="an earlier --out: reuse the imitated model saved there when it was imitated "
+        "with the same setup (RL settings may differ); --out itself resumes after a crash in RL",
+    )
     add_format_arguments(parser)
     args = parser.parse_args()
     setup = PRESETS[args.size]
@@ -54,7 +61,7 @@ def main() -> None:
     given = {k: v for k, v in overrides.items() if v is not None}
     setup = format_overrides(replace(setup, **given), args)
     args.out.mkdir(parents=True, exist_ok=True)
-    result = asyncio.run(run_scratch(setup, args.out, args.data_root))
+    result = asyncio.run(run_scratch(setup, args.out, args.data_root, args.imitated))
     (args.out / "result.json").write_text(json.dumps(asdict(result), indent=2))
     (args.out / "result.md").write_text(result_markdown(result))
     print(result_markdown(result))

@@ -30,9 +30,11 @@ learns to play generated ALFWorld games, everything the library's own:
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -40,7 +42,14 @@ import numpy as np
 
 from agentrl.algo.datums import Datum, trajectory_to_datum
 from agentrl.algo.schedule import LRSchedule, scheduled_learning_rate
-from agentrl.backends.base import AdamParams, LossConfig, LossName, Sampler, SamplingParams
+from agentrl.backends.base import (
+    AdamParams,
+    CheckpointRef,
+    LossConfig,
+    LossName,
+    Sampler,
+    SamplingParams,
+)
 from agentrl.chat import ChatRenderer
 from agentrl.config.names import EstimatorName
 from agentrl.core.types import TaskInfo, TrajectoryGroup
@@ -69,7 +78,11 @@ __all__ = [
     "CPU",
     "CPU_SMOKE",
     "GPU",
+    "IMITATION",
+    "IMITATION_RECORD",
     "PRESETS",
+    "RL_FIELDS",
+    "Imitation",
     "Score",
     "ScratchProtocol",
     "ScratchResult",
@@ -80,10 +93,14 @@ __all__ = [
     "demonstration_datums",
     "format_overrides",
     "generate_scratch_games",
+    "imitation_dir",
+    "imitation_key",
     "imitation_learning_rate",
     "result_markdown",
     "rl_config",
     "run_scratch",
+    "save_imitation",
+    "saved_imitation",
     "scratch_protocol",
     "scratch_tasks",
 ]
@@ -156,6 +173,10 @@ class ScratchSetup:
     return minus the mean of the group's turns that acted from the same game state:
     `agentrl.algo.advantages.GiGPO`, the reward's per-turn form)."""
     learning_rate: float = 1e-4
+    optim_substeps: int = 1
+    """Optimizer steps per RL update, each on a share of its trajectories (the Trainer's
+    `optim_substeps`): more steps for the same rollouts, PPO's clip bounding how far they move
+    the sampled tokens' probabilities."""
     kl_coef: float = 0.0
     """Weight of the RL loss's KL penalty to the imitated model (a frozen copy taken when
     imitation ends, `LocalBackend.freeze_reference`; the Trainer's `kl_coef`, k3 estimate); 0:
@@ -183,6 +204,8 @@ class ScratchSetup:
             raise ValueError(f"ScratchSetup.demo_noise must be in [0, 1), got {self.demo_noise}")
         if self.kl_coef < 0:
             raise ValueError(f"ScratchSetup.kl_coef must be >= 0, got {self.kl_coef}")
+        if self.optim_substeps < 1:
+            raise ValueError(f"ScratchSetup.optim_substeps must be >= 1, got {self.optim_substeps}")
 
 
 GPU = ScratchSetup()
@@ -294,6 +317,8 @@ class ScratchResult:
     """Wall seconds per phase, and `total`."""
     cpu_seconds: float = 0.0
     """CPU seconds of this process (the env workers' are not counted)."""
+    imitation_reused: bool = False
+    """The imitated model was loaded from an earlier run's save (`imitated`), not trained."""
 
 
 def _score(groups: list[TrajectoryGroup], seconds: float) -> Score:
@@ -368,9 +393,10 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies`, `--demo-noise`,
-    `--kl-coef` and `--estimator` (overrides of the preset's `ScratchSetup.protocol` /
-    `search_order` / `relabeled_copies` / `demo_noise` / `kl_coef` / `estimator`; None: the
-    preset's; `format_overrides` applies them)."""
+    `--kl-coef`, `--rl-learning-rate`, `--optim-substeps` and `--estimator` (overrides of the
+    preset's `ScratchSetup.protocol` / `search_order` / `relabeled_copies` / `demo_noise` /
+    `kl_coef` / `learning_rate` / `optim_substeps` / `estimator`; None: the preset's;
+    `format_overrides` applies them)."""
     parser.add_argument(
         "--protocol",
         choices=get_args(ScratchProtocol),
@@ -404,6 +430,19 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         help="RL's KL penalty to the imitated model (default: the preset's)",
     )
     parser.add_argument(
+        "--rl-learning-rate",
+        type=float,
+        default=None,
+        help="the RL phase's learning rate (default: the preset's)",
+    )
+    parser.add_argument(
+        "--optim-substeps",
+        type=int,
+        default=None,
+        help="optimizer steps per RL update, each on a share of its trajectories "
+        "(default: the preset's)",
+    )
+    parser.add_argument(
         "--estimator",
         choices=[EstimatorName.GROUP_MEAN.value, EstimatorName.GIGPO.value],
         default=None,
@@ -423,11 +462,17 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         setup = replace(setup, relabeled_copies=args.relabeled_copies)
     if args.estimator is not None:
         setup = replace(setup, estimator=EstimatorName(args.estimator))
+    if args.rl_learning_rate is not None and args.rl_learning_rate <= 0:
+        raise SystemExit(f"--rl-learning-rate must be > 0, got {args.rl_learning_rate}")
+    if args.rl_learning_rate is not None:
+        setup = replace(setup, learning_rate=args.rl_learning_rate)
     try:  # `ScratchSetup` checks the ranges (its error names the field: --demo-noise ...)
         if args.demo_noise is not None:
             setup = replace(setup, demo_noise=args.demo_noise)
         if args.kl_coef is not None:
             setup = replace(setup, kl_coef=args.kl_coef)
+        if args.optim_substeps is not None:
+            setup = replace(setup, optim_substeps=args.optim_substeps)
     except ValueError as error:
         raise SystemExit(str(error)) from None
     return setup
@@ -592,6 +637,7 @@ def rl_config(setup: ScratchSetup, run_dir: Path) -> TrainConfig:
             games_per_batch=setup.games_per_batch,
             group_size=setup.group_size,
             learning_rate=setup.learning_rate,
+            optim_substeps=setup.optim_substeps,
             kl_coef=setup.kl_coef,
             temperature=setup.rl_temperature,
             estimator=setup.estimator,
@@ -665,10 +711,171 @@ def result_markdown(result: ScratchResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+RL_FIELDS = frozenset(
+    {
+        "updates",
+        "games_per_batch",
+        "group_size",
+        "estimator",
+        "learning_rate",
+        "optim_substeps",
+        "kl_coef",
+        "rl_temperature",
+        "eval_samples",
+        "eval_temperature",
+        "env_workers",
+        "concurrent_games",
+    }
+)
+"""The `ScratchSetup` fields that only RL and evaluation read: a saved imitated model serves
+any run that differs from its own in these alone."""
+
+
+@dataclass(frozen=True)
+class Imitation:
+    """What the demonstrations and imitation phases measured (saved beside the model)."""
+
+    explorer_train: Score
+    explorer_eval: Score
+    demos: int
+    demo_tokens: int
+    sft_tokens: int
+    sft_loss: list[float]
+    reused: bool = False
+    """Loaded from an earlier run's save (`run_scratch(..., imitated=...)`)."""
+
+
+def imitation_key(setup: ScratchSetup, games: ScratchTasks) -> dict[str, Any]:
+    """What the imitated model depends on, as JSON values: the setup's fields (all but
+    `RL_FIELDS`) and the demonstrated games' ids (`demonstrated_games`)."""
+    fields = {k: v for k, v in asdict(setup).items() if k not in RL_FIELDS}
+    fields["demonstrated_games"] = [task.task_id for task in games.train]
+    loaded: dict[str, Any] = json.loads(json.dumps(fields, default=str))
+    return loaded
+
+
+def imitation_dir(out: Path) -> Path:
+    """Where `run_scratch` saves the imitated model of a run written to `out`."""
+    return out / "run" / "checkpoints" / IMITATION
+
+
+IMITATION = "imitation"
+"""The imitated model's checkpoint name."""
+IMITATION_RECORD = "imitation.json"
+"""Beside the imitated model: its `imitation_key` and the phase's measurements."""
+
+
+async def save_imitation(key: dict[str, Any], backend: Any, imitation: Imitation) -> None:
+    """Save the backend's weights and optimizer as its checkpoint `IMITATION`, with
+    `IMITATION_RECORD` (`key`, from `imitation_key`, and the phase's measurements) written
+    last."""
+    ref = await backend.save(IMITATION)
+    record = {"key": key, **asdict(replace(imitation, reused=False))}
+    path = Path(ref.state_path).parent / IMITATION_RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(record, indent=2))
+    partial.replace(path)  # a crash mid-write leaves no record that looks complete
+
+
+async def saved_imitation(key: dict[str, Any], source: Path, backend: Any) -> Imitation | None:
+    """Load the model `save_imitation` left in a run's `out` folder `source` into `backend` and
+    return its measurements, when it was saved under the same `key` (`imitation_key`); None
+    (and why, printed) otherwise."""
+    from agentrl.backends.local.backend import SAMPLER_DIR, STATE_DIR
+
+    path = imitation_dir(source) / IMITATION_RECORD
+    if not path.exists():
+        print(f"imitation: no saved model in {path.parent}, imitating", flush=True)
+        return None
+    record = json.loads(path.read_text())
+    saved = record["key"]
+    differ = sorted(k for k in key.keys() | saved.keys() if saved.get(k) != key.get(k))
+    if differ:
+        print(
+            f"imitation: the model in {path.parent} was imitated with other "
+            f"{', '.join(differ)}; imitating again",
+            flush=True,
+        )
+        return None
+    saved_dir = path.parent
+    print(f"imitation: reusing the model saved in {saved_dir}", flush=True)
+    await backend.load(
+        CheckpointRef(IMITATION, str(saved_dir / STATE_DIR), str(saved_dir / SAMPLER_DIR))
+    )
+    return Imitation(
+        explorer_train=Score(**record["explorer_train"]),
+        explorer_eval=Score(**record["explorer_eval"]),
+        demos=record["demos"],
+        demo_tokens=record["demo_tokens"],
+        sft_tokens=record["sft_tokens"],
+        sft_loss=record["sft_loss"],
+        reused=True,
+    )
+
+
+def _fresh(path: Path) -> Path:
+    """`path`, an earlier run's file there first renamed aside (`NAME.K.jsonl`), kept."""
+    if path.exists():
+        number = 1
+        while (aside := path.with_suffix(f".{number}{path.suffix}")).exists():
+            number += 1
+        path.rename(aside)
+        print(f"{path} holds an earlier run's records: kept as {aside}", flush=True)
+    return path
+
+
+async def _imitate(
+    setup: ScratchSetup,
+    run: _Run,
+    tokenizer: Any,
+    games: ScratchTasks,
+    copies: list[TaskInfo],
+    backend: Any,
+    lap: Callable[[str], None],
+) -> Imitation:
+    """The explorer's demonstrations (train games and copies, with the setup's mistakes) and
+    its valid_unseen score, then `sft_steps` cross-entropy steps of `backend` on them."""
+    noise = demo_noise(setup)
+    groups, explorer_train = await run.explore(tokenizer, games.train + copies, noise=noise)
+    demos = demonstration_datums(groups, tokenizer, noise)
+    _, explorer_eval = await run.explore(tokenizer, games.held_out)
+    lap("demonstrations")
+    print(f"explorer: train {explorer_train}, valid_unseen {explorer_eval}", flush=True)
+    rng = random.Random(setup.seed)
+    sft_loss, sft_tokens = [], 0
+    for step in range(1, setup.sft_steps + 1):
+        batch = rng.sample(demos, min(setup.sft_batch, len(demos)))
+        fb = await backend.forward_backward(batch, LossName.CROSS_ENTROPY, LossConfig())
+        await backend.optim_step(AdamParams(learning_rate=imitation_learning_rate(setup, step)))
+        sft_loss.append(round(fb.loss, 4))
+        sft_tokens += sum(len(d.target_tokens) for d in batch)
+        if step % 50 == 0:
+            print(f"imitation step {step}: loss {fb.loss:.4f}", flush=True)
+    lap("imitation")
+    return Imitation(
+        explorer_train=explorer_train,
+        explorer_eval=explorer_eval,
+        demos=len(demos),
+        demo_tokens=sum(len(d.target_tokens) + 1 for d in demos),
+        sft_tokens=sft_tokens,
+        sft_loss=sft_loss,
+    )
+
+
 async def run_scratch(
-    setup: ScratchSetup, out: Path, data_root: Path | None = None
+    setup: ScratchSetup,
+    out: Path,
+    data_root: Path | None = None,
+    imitated: Path | None = None,
 ) -> ScratchResult:
-    """Games, demonstrations, tokenizer, imitation, eval, RL, eval (see the module docstring)."""
+    """Games, demonstrations, tokenizer, imitation, eval, RL, eval (see the module docstring).
+
+    The imitated model is saved in `imitation_dir(out)`. With `imitated` (the `out` of an
+    earlier run, or `out` itself), the model that run saved is loaded instead of imitating
+    again when it was saved under this run's `imitation_key` (a sweep of RL settings
+    from one imitated model; a rerun after a crash in RL); the demonstrations are then not
+    played either, and the result's measurements of both phases are the saved run's."""
     clock = started = time.perf_counter()
     cpu_started = time.process_time()
     seconds: dict[str, float] = {}
@@ -695,32 +902,21 @@ async def run_scratch(
         corpus, _ = await run.explore(byte_level, corpus_games, BYTE_BUDGET)
         tokenizer = bpe_tokenizer(_texts(corpus, byte_level), setup.vocab_size)
         lap("tokenizer")
-        noise = demo_noise(setup)
-        groups, explorer_train = await run.explore(tokenizer, train + copies, noise=noise)
-        demos = demonstration_datums(groups, tokenizer, noise)
-        _, explorer_eval = await run.explore(tokenizer, held_out)
-        lap("demonstrations")
-        print(f"explorer: train {explorer_train}, valid_unseen {explorer_eval}", flush=True)
         backend = _backend(setup, tokenizer, out / "run")
-        rng = random.Random(setup.seed)
-        sft_loss, sft_tokens = [], 0
-        for step in range(1, setup.sft_steps + 1):
-            batch = rng.sample(demos, min(setup.sft_batch, len(demos)))
-            fb = await backend.forward_backward(batch, LossName.CROSS_ENTROPY, LossConfig())
-            rate = imitation_learning_rate(setup, step)
-            await backend.optim_step(AdamParams(learning_rate=rate))
-            sft_loss.append(round(fb.loss, 4))
-            sft_tokens += sum(len(d.target_tokens) for d in batch)
-            if len(sft_loss) % 50 == 0:
-                print(f"imitation step {len(sft_loss)}: loss {fb.loss:.4f}", flush=True)
-        lap("imitation")
+        key = imitation_key(setup, games)
+        imitation = await saved_imitation(key, imitated, backend) if imitated else None
+        if imitation is None:
+            imitation = await _imitate(setup, run, tokenizer, games, copies, backend, lap)
+            await save_imitation(key, backend, imitation)
+        else:
+            lap("imitation")
         _, before = await run.play(await backend.sampler(), tokenizer, held_out, setup.eval_samples)
         lap("eval_before_rl")
         print(f"before RL (valid_unseen): {before}", flush=True)
         train_success = []
         if setup.updates:
             # the Trainer's `run` would log each update; this loop drives `update` itself
-            sink = JsonlSink(out / "run" / "metrics.jsonl")
+            sink = JsonlSink(_fresh(out / "run" / "metrics.jsonl"))
             rl_tasks = games.rl or train
             if setup.kl_coef > 0:
                 backend.freeze_reference()  # the KL penalty's reference: the imitated model
@@ -746,15 +942,16 @@ async def run_scratch(
     return ScratchResult(
         setup=setup,
         device=str(backend.device),
-        explorer_train=explorer_train,
-        explorer_eval=explorer_eval,
+        explorer_train=imitation.explorer_train,
+        explorer_eval=imitation.explorer_eval,
         before_rl=before,
         after_rl=after,
         train_success=train_success,
-        demos=len(demos),
-        demo_tokens=sum(len(d.target_tokens) + 1 for d in demos),
-        sft_tokens=sft_tokens,
-        sft_loss=sft_loss,
+        demos=imitation.demos,
+        demo_tokens=imitation.demo_tokens,
+        sft_tokens=imitation.sft_tokens,
+        sft_loss=imitation.sft_loss,
+        imitation_reused=imitation.reused,
         parameters=sum(p.numel() for p in backend.trainable_parameters()),
         seconds=seconds,
         cpu_seconds=cpu_seconds,
