@@ -48,6 +48,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from agentrl.recipes import learning
+from agentrl.recipes.fetch import FETCH_TASKS
 
 VARIANTS = ("rl", "opd", "rft", "imitate")
 TARGET = 0.9
@@ -59,7 +60,7 @@ def student_setup(args: argparse.Namespace, seed: int) -> learning.LearningSetup
     """The students' setup (both variants): the preset with `seed`, `--updates`, `--eval-every`."""
     base = learning.BENCHMARK if args.size == "benchmark" else learning.SMOKE
     return replace(
-        base,
+        FETCH_TASKS[args.task](base),
         seed=seed,
         updates=args.updates,
         eval_every=args.eval_every,
@@ -73,7 +74,7 @@ def teacher_setup(args: argparse.Namespace) -> learning.LearningSetup:
     """The teacher's: winners-only warm start, RL at `TEACHER_LR` (the robust fetch setting)."""
     base = learning.BENCHMARK if args.size == "benchmark" else learning.SMOKE
     return replace(
-        base,
+        FETCH_TASKS[args.task](base),
         seed=TEACHER_SEED,
         warm_winners_only=True,
         learning_rate=TEACHER_LR,
@@ -90,10 +91,18 @@ def train_teacher(args: argparse.Namespace) -> float:
 
     folder = args.out / "teacher"
     result_file = folder / "result.json"
-    if latest_checkpoint(folder) is not None and result_file.exists():
-        return float(json.loads(result_file.read_text())["curve"][-1]["success"])
-    torch.set_num_threads(args.threads * max(1, args.jobs))
     setup = teacher_setup(args)
+    if latest_checkpoint(folder) is not None and result_file.exists():
+        saved = json.loads(result_file.read_text())
+        size = (saved["setup"]["objects"], saved["setup"]["receptacles"])
+        if size != (setup.objects, setup.receptacles):
+            raise SystemExit(
+                f"{folder} holds a teacher of another task ({size[0]} objects x {size[1]} "
+                f"receptacles, not --task {args.task}'s {setup.objects} x "
+                f"{setup.receptacles}): use another --out"
+            )
+        return float(saved["curve"][-1]["success"])
+    torch.set_num_threads(args.threads * max(1, args.jobs))
     tokenizer = learning.fetch_tokenizer(setup)
     result = asyncio.run(learning.run_learning(setup, tokenizer, folder, save=True))
     result_file.write_text(json.dumps(asdict(result), indent=2))
@@ -157,6 +166,7 @@ def worker(args: argparse.Namespace) -> None:
 def _launch(args: argparse.Namespace, variant: str, seed: int) -> dict[str, object]:
     command = [sys.executable, __file__, "--worker", "--variant", variant, "--seed", str(seed)]
     command += ["--out", str(args.out), "--size", args.size, "--threads", str(args.threads)]
+    command += ["--task", args.task]
     command += ["--updates", str(args.updates), "--eval-every", str(args.eval_every)]
     command += ["--teacher-updates", str(args.teacher_updates), "--substeps", str(args.substeps)]
     command += ["--opd-loss", args.opd_loss, "--kl-coef", str(args.kl_coef)]
@@ -273,6 +283,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs at once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--size", choices=("benchmark", "smoke"), default="benchmark")
+    parser.add_argument(
+        "--task",
+        choices=sorted(FETCH_TASKS),
+        default="fetch",
+        help="fetch: one decision (the object); fetch2: two (object and receptacle), where "
+        "the teacher's per-token signal grades each decision and the reward only both",
+    )
     parser.add_argument("--updates", type=int, default=100)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--teacher-updates", type=int, default=20)

@@ -26,7 +26,7 @@ from typing import Any
 
 from agentrl.algo.schedule import LRSchedule
 from agentrl.recipes import learning
-from agentrl.recipes.fetch import two_decisions
+from agentrl.recipes.fetch import FETCH_TASKS
 from agentrl.recipes.learning import LearningSetup
 
 Run = dict[str, Any]
@@ -35,9 +35,8 @@ Variant = Callable[[LearningSetup], LearningSetup]
 """A change to the setup (e.g. another estimator or loss)."""
 
 SIZES = ("robust", "benchmark", "test", "demo", "smoke")
-TASKS: dict[str, Variant] = {"fetch": lambda setup: setup, "fetch2": two_decisions}
-"""`fetch`: one decision (which object; 4 objects, 1 receptacle); `fetch2`: two (object and
-receptacle, 3 x 3; `agentrl.recipes.fetch.two_decisions`)."""
+TASKS: dict[str, Variant] = FETCH_TASKS
+"""`--task`: `agentrl.recipes.fetch.FETCH_TASKS`."""
 OK_AT = {"fetch": 0.9, "fetch2": 0.8}
 """The held-out success a seed must reach to count in `seeds_ok` of the summary line."""
 

@@ -96,6 +96,16 @@ def test_alfworld_cpu_benchmark_summarises_its_seeds(alfworld_games: Any, tmp_pa
     summary = (out / "summary.md").read_text()
     assert "| 4 |" in summary and "| 5 |" in summary and "| mean |" in summary
     assert "invalid / episode" in summary
+    # RL settings swept from the same imitated models: `--imitated` reuses each seed's
+    rerun = [a if a != str(out) else str(tmp_path / "rerun") for a in command]
+    rerun += ["--imitated", str(out), "--optim-substeps", "2", "--rl-learning-rate", "1e-3"]
+    done = subprocess.run(rerun, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for seed, before in zip((4, 5), results, strict=True):
+        reran = json.loads((tmp_path / "rerun" / f"seed-{seed}" / "result.json").read_text())
+        assert reran["imitation_reused"] and reran["setup"]["optim_substeps"] == 2
+        assert reran["before_rl"]["success"] == before["before_rl"]["success"]
+        assert reran["sft_loss"] == before["sft_loss"]
 
 
 def test_the_recipe_names_its_protocols() -> None:
@@ -131,7 +141,8 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     assert rates[0] == pytest.approx(2e-3) and rates[-1] == pytest.approx(1e-4)
     assert all(a >= b for a, b in itertools.pairwise(rates))
     assert rates[49] == pytest.approx((2e-3 + 1e-4) / 2, rel=0.05)
-    config = rl_config(replace(CPU, rl_temperature=0.4, kl_coef=0.03), tmp_path)
+    config = rl_config(replace(CPU, rl_temperature=0.4, kl_coef=0.03, optim_substeps=3), tmp_path)
+    assert config.optim_substeps == 3 and rl_config(CPU, tmp_path).optim_substeps == 1
     assert config.temperature == 0.4 and config.max_steps == CPU.updates
     assert config.kl_coef == 0.03 and rl_config(CPU, tmp_path).kl_coef == CPU.kl_coef == 0.0
     assert config.learning_rate == CPU.learning_rate and config.seed == CPU.seed
@@ -156,10 +167,15 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
     for flags, message in (
         (["--demo-noise", "-0.5"], "ScratchSetup.demo_noise must be in [0, 1), got -0.5"),
         (["--kl-coef", "-1"], "ScratchSetup.kl_coef must be >= 0, got -1.0"),
+        (["--optim-substeps", "0"], "ScratchSetup.optim_substeps must be >= 1, got 0"),
+        (["--rl-learning-rate", "0"], "--rl-learning-rate must be > 0, got 0.0"),
     ):
         with pytest.raises(SystemExit, match=re.escape(message)):
             format_overrides(CPU, parser.parse_args(flags))
     assert format_overrides(CPU, parser.parse_args(["--kl-coef", "0.05"])).kl_coef == 0.05
+    flags = ["--optim-substeps", "4", "--rl-learning-rate", "1e-4"]
+    rl = format_overrides(CPU, parser.parse_args(flags))
+    assert (rl.optim_substeps, rl.learning_rate) == (4, 1e-4)
 
 
 def test_the_rl_phase_uses_the_setups_estimator(tmp_path: Path) -> None:
@@ -285,3 +301,45 @@ async def test_demonstration_noise_is_played_and_left_out_of_the_targets(
     every = demonstration_datums(groups, tokenizer, None)  # without noise: every reply
     replies = [sum(len(turn.completion_tokens) for turn in t.turns) for t in trajectories]
     assert [int(d.mask.sum()) for d in every] == replies
+
+
+async def test_the_imitated_model_is_saved_and_reused_only_for_the_same_setup(
+    alfworld_games: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run_scratch` saves the imitated model; a rerun given `imitated` loads it instead of
+    imitating (the same weights: its sampled evaluation before RL is the first run's, episode
+    for episode) while its RL settings differ, keeps the earlier RL metrics aside, and a run
+    whose imitation setting differs imitates again, naming the field."""
+    from dataclasses import replace
+
+    from agentrl.recipes.alfworld_scratch import CPU_SMOKE, imitation_dir, run_scratch
+
+    setup = replace(CPU_SMOKE, eval_temperature=1.0, max_steps=6)
+    out = tmp_path / "run"
+    first = await run_scratch(setup, out, alfworld_games.root)
+    assert not first.imitation_reused and (imitation_dir(out) / "imitation.json").exists()
+    rl_only = replace(setup, learning_rate=3e-3, optim_substeps=2, kl_coef=0.1)
+    again = await run_scratch(rl_only, out, alfworld_games.root, imitated=out)
+    assert again.imitation_reused and "reusing the model saved in" in capsys.readouterr().out
+    assert again.seconds["imitation"] < first.seconds["imitation"] + 1
+    assert replace(again.before_rl, seconds=0) == replace(first.before_rl, seconds=0)
+    assert (again.sft_loss, again.demos, again.explorer_train) == (
+        first.sft_loss,
+        first.demos,
+        first.explorer_train,
+    )
+    kept = [line for line in (out / "run" / "metrics.1.jsonl").read_text().splitlines() if line]
+    assert len(kept) == 1 and len((out / "run" / "metrics.jsonl").read_text().splitlines()) == 1
+    other = await run_scratch(
+        replace(setup, sft_steps=3, updates=0), tmp_path / "b", alfworld_games.root, imitated=out
+    )
+    assert not other.imitation_reused and len(other.sft_loss) == 3
+    assert "imitated with other sft_steps; imitating again" in capsys.readouterr().out
+    missing = await run_scratch(
+        replace(setup, updates=0),
+        tmp_path / "c",
+        alfworld_games.root,
+        imitated=tmp_path / "nowhere",
+    )
+    assert not missing.imitation_reused
+    assert "no saved model in" in capsys.readouterr().out

@@ -56,3 +56,25 @@ def test_distillation_benchmark_smoke(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert again.stdout.strip().splitlines()[-1] == last
     assert "| imitate | 0 |" in (out / "summary.md").read_text()
+    # another task in the same --out: its teacher would be the wrong one, so it is refused
+    fetch2 = [*command, "--task", "fetch2"]
+    refused = subprocess.run(fetch2, capture_output=True, text=True, timeout=600, check=False)
+    assert refused.returncode != 0
+    assert "holds a teacher of another task (4 objects x 1 receptacles" in refused.stderr
+    assert "not --task fetch2's 3 x 3" in refused.stderr
+
+
+@pytest.mark.slow  # a benchmark script's plumbing: `make test-slow`
+def test_distillation_benchmark_plays_the_two_decision_task(tmp_path: Path) -> None:
+    """`--task fetch2`: teacher and students play 3 objects x 3 receptacles."""
+    out = tmp_path / "fetch2"
+    command = [sys.executable, str(SCRIPT), "--out", str(out), "--size", "smoke", "--seeds", "1"]
+    command += ["--updates", "1", "--eval-every", "1", "--teacher-updates", "1"]
+    command += ["--task", "fetch2"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    teacher = json.loads((out / "teacher" / "result.json").read_text())
+    assert (teacher["setup"]["objects"], teacher["setup"]["receptacles"]) == (3, 3)
+    for variant in ("rl", "opd", "rft", "imitate"):
+        setup = json.loads((out / "runs" / f"{variant}-seed0.json").read_text())["setup"]
+        assert (setup["objects"], setup["receptacles"]) == (3, 3)

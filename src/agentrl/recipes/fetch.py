@@ -5,6 +5,7 @@ which trains on the same conversations."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "BENCHMARK",
     "DEMO",
     "DEMO_SEED",
+    "FETCH_TASKS",
     "HELD_OUT_SEED",
     "MAX_REPLY_TOKENS",
     "MAX_TRAJECTORY_TOKENS",
@@ -146,6 +148,15 @@ def two_decisions(setup: LearningSetup) -> LearningSetup:
     receptacles, so both the object to take and the receptacle to put it in must be read from the
     goal (the random valid policy wins 1/9); everything else as `setup`."""
     return replace(setup, objects=3, receptacles=3)
+
+
+FETCH_TASKS: dict[str, Callable[[LearningSetup], LearningSetup]] = {
+    "fetch": lambda setup: setup,
+    "fetch2": two_decisions,
+}
+"""The benchmarks' `--task` choices, each a change of a setup: `fetch`, one decision (which
+object; 4 objects, 1 receptacle); `fetch2`, two (object and receptacle, 3 x 3,
+`two_decisions`)."""
 
 
 def fetch_env_factory(setup: LearningSetup, wrap_env: EnvWrapper | None = None) -> EnvGroupFactory:
