@@ -342,7 +342,8 @@ def _score(groups: list[TrajectoryGroup], seconds: float) -> Score:
 
 def generate_scratch_games(setup: ScratchSetup, root: Path) -> Path:
     """The run's verified train and valid_unseen games, generated into `root` (resumed when
-    already there; seeded by `setup.seed`); returns `root`."""
+    already there; seeded by `setup.seed`; each walkthrough played by the fast engine, the one
+    the recipe's env plays with); returns `root`."""
     generate_games(
         root,
         train=setup.train_games + setup.rl_games,
@@ -352,6 +353,7 @@ def generate_scratch_games(setup: ScratchSetup, root: Path) -> Path:
         max_receptacles=setup.max_receptacles,
         workers=setup.env_workers or default_workers(),
         progress=False,
+        verify_engine="fast",  # the engine the recipe's env plays with
     )
     return root
 

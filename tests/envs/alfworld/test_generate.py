@@ -92,18 +92,21 @@ def test_rerun_resumes_and_is_deterministic(alfworld_games, tmp_path: Path) -> N
     assert manifest["counts"] == report.counts()
 
 
-def test_verification_rejects_a_wrong_walkthrough(alfworld_games, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["textworld", "fast"])
+def test_verification_rejects_a_wrong_walkthrough(
+    alfworld_games, tmp_path: Path, engine: str
+) -> None:
     source = min(alfworld_games.games, key=lambda g: g.path.stat().st_size).path
     game = json.loads(source.read_text())
-    assert verify_game(str(source)).won
+    assert verify_game(str(source), engine).won
     game["walkthrough"] = game["walkthrough"][:-1]
     broken = tmp_path / "game.tw-pddl"
     broken.write_text(json.dumps(game))
-    result = verify_game(str(broken))
+    result = verify_game(str(broken), engine)
     assert not result.won and result.error == "the walkthrough did not win"
     game["walkthrough"] = ["fly to the moon"]
     broken.write_text(json.dumps(game))
-    assert "not admissible" in (verify_game(str(broken)).error or "")
+    assert "not admissible" in (verify_game(str(broken), engine).error or "")
 
 
 def test_timeouts_discard_games(tmp_path: Path) -> None:
@@ -124,6 +127,8 @@ def test_bad_arguments() -> None:
         generate_games("/tmp/never", train=1, task_types=["dance"])
     with pytest.raises(ValueError, match="max_receptacles=5: no train floor plan"):
         generate_games("/tmp/never", train=1, max_receptacles=5)
+    with pytest.raises(ValueError, match="unknown ALFWorld engine 'stock'; available"):
+        generate_games("/tmp/never", train=1, verify_engine="stock")
 
 
 def test_small_rooms_only(tmp_path: Path) -> None:
@@ -150,3 +155,16 @@ def test_small_rooms_only(tmp_path: Path) -> None:
         assert len(load_scene(traj["scene"]["scene_num"]).receptacles) <= 10
     manifest = json.loads((tmp_path / "generation.json").read_text())
     assert manifest["max_receptacles"] == 10
+
+
+def test_the_fast_engine_verifies_the_same_games(tmp_path: Path) -> None:
+    """`verify_engine="fast"` keeps exactly the games the stock engine keeps, byte for byte."""
+    sizes = dict(train=2, valid_unseen=1, seed=3, max_receptacles=10, workers=1, progress=False)
+    sizes["task_types"] = ["pick_and_place_simple"]
+    stock = generate_games(tmp_path / "stock", **sizes)  # type: ignore[arg-type]
+    fast = generate_games(tmp_path / "fast", verify_engine="fast", **sizes)  # type: ignore[arg-type]
+    assert [g.id for g in fast.games] == [g.id for g in stock.games] and len(fast.games) == 3
+    for a, b in zip(stock.games, fast.games, strict=True):
+        assert a.path.read_bytes() == b.path.read_bytes()
+    manifest = json.loads((tmp_path / "fast" / "generation.json").read_text())
+    assert manifest["verify_engine"] == "fast"

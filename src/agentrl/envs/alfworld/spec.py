@@ -108,6 +108,7 @@ def _generate(args: argparse.Namespace) -> int:
         workers=args.workers,
         timeout=args.timeout,
         progress=not args.quiet,
+        verify_engine=args.verify_engine,
     )
     counts = report.counts()
     width = max(len(t) for t in TASK_TYPES)
