@@ -7,8 +7,9 @@ shared by the seeds; per seed a project tokenizer, a 0.24M-parameter Qwen3-archi
 from random weights, cross-entropy imitation of the explorer's demonstrations (the goal
 restated in every tool message), greedy success on valid_unseen, RL through the Trainer on
 train games kept out of the demonstrations (GiGPO: the group-mean advantage plus a per-turn
-one among the group's turns from the same game state; PPO; reward `1[won] - 0.1 x invalid`),
-success on valid_unseen again. The seeds run side by side (`--parallel`, default all of them
+one among the group's turns from the same game state; PPO, 4 optimizer steps of lr 1e-4 an
+update, a KL penalty of 0.05 to the imitated model; reward `1[won] - 0.1 x invalid`), success
+on valid_unseen again. The seeds run side by side (`--parallel`, default all of them
 up to 3), each in a process of its own with one torch thread on 2 cores; a seed's numbers can
 differ from a run of it alone with 2 threads, which sum floats in another order.
 Each seed writes `--out/seed-K/result.{json,md}`; the summary
@@ -23,7 +24,8 @@ RL) goes to `--out/summary.md`, and the last line printed is
     python benchmarks/alfworld_cpu.py --out runs/alfworld-cpu --seeds 1   # one
 
 `--data-root DIR` plays games already generated there; `--preset cpu-smoke` checks the
-plumbing in seconds (the test's size).
+plumbing in seconds (the test's size); `--imitated DIR` (an earlier `--out`) reuses each
+seed's imitated model saved there, so that RL settings can be swept at the cost of RL alone.
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     `sft_final_learning_rate`; `rl_temperature` is the RL rollouts' sampling temperature."""
     from dataclasses import replace
 
-    from agentrl.recipes.alfworld_scratch import CPU, imitation_learning_rate, rl_config
+    from agentrl.recipes.alfworld_scratch import CPU, GPU, imitation_learning_rate, rl_config
 
     constant = replace(CPU, sft_schedule="constant", sft_steps=100, sft_learning_rate=2e-3)
     assert {imitation_learning_rate(constant, s) for s in (1, 50, 100)} == {2e-3}
@@ -142,9 +142,10 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     assert all(a >= b for a, b in itertools.pairwise(rates))
     assert rates[49] == pytest.approx((2e-3 + 1e-4) / 2, rel=0.05)
     config = rl_config(replace(CPU, rl_temperature=0.4, kl_coef=0.03, optim_substeps=3), tmp_path)
-    assert config.optim_substeps == 3 and rl_config(CPU, tmp_path).optim_substeps == 1
+    assert config.optim_substeps == 3 and rl_config(CPU, tmp_path).optim_substeps == 4
     assert config.temperature == 0.4 and config.max_steps == CPU.updates
-    assert config.kl_coef == 0.03 and rl_config(CPU, tmp_path).kl_coef == CPU.kl_coef == 0.0
+    assert config.kl_coef == 0.03 and rl_config(CPU, tmp_path).kl_coef == CPU.kl_coef == 0.05
+    assert rl_config(GPU, tmp_path).kl_coef == 0.0  # the recipe's: no KL
     assert config.learning_rate == CPU.learning_rate and config.seed == CPU.seed
 
 

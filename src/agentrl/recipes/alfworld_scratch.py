@@ -259,7 +259,9 @@ CPU = replace(
     games_per_batch=8,
     group_size=8,
     estimator=EstimatorName.GIGPO,
-    learning_rate=3e-4,
+    learning_rate=1e-4,
+    optim_substeps=4,
+    kl_coef=0.05,
     rl_temperature=0.5,
     eval_samples=1,
     eval_temperature=0.0,
@@ -277,8 +279,9 @@ and the listed search order; the demonstrations are 240 train games and 4 relabe
 of each (numbers 1..9), with 15% of their turns played as deliberate mistakes that are not
 imitated (`demo_noise`), 1,200 imitation steps; RL plays 80 other train games (never
 demonstrated) at temperature 0.5 for 16 updates of GiGPO (the group-mean advantage plus a
-per-turn one among turns from the same game state); evaluation is greedy on 96 valid_unseen
-games. Measured in docs/alfworld.md."""
+per-turn one among turns from the same game state), 4 optimizer steps of lr 1e-4 an update and
+a KL penalty (0.05) to the imitated model; evaluation is greedy on 96 valid_unseen games.
+Measured in docs/alfworld.md."""
 PRESETS = {"gpu": GPU, "cpu": CPU, "cpu-smoke": CPU_SMOKE}
 BYTE_BUDGET = (512, 131_072)
 """Reply and trajectory tokens of the tokenizer's corpus episodes (byte-level tokens)."""
