@@ -27,7 +27,8 @@ def add_parser(subparsers: Subparsers) -> None:
         help="generate verified ALFWorld games offline",
         description="Generate ALFWorld-compatible games (official json_2.1.1 layout) from the "
         "floor plans, goals and grammar the alfworld package ships. Each game is played to a "
-        "win in TextWorld (or the fast engine, --verify-engine) before it is kept. Rerunning with the same arguments resumes.",
+        "win in TextWorld (or the fast engine, --verify-engine) before it is kept. Rerunning "
+        "with the same arguments resumes.",
     )
     parser.add_argument(
         "--env",

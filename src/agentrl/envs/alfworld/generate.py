@@ -5,10 +5,10 @@ Games are written in the official layout (`<out>/json_2.1.1/<split>/<task>-<obj>
 `alfworld` ships, so `find_games` reads generated and official games alike. Every game is
 played to `won=True` in real TextWorld (in a worker process, with a time bound; or, with
 `verify_engine="fast"`, in the project's byte-identical engine, which the env plays with by
-default) before it is kept; the winning plan is stored as the game's `walkthrough`. A game that fails or times out
-is discarded and regenerated from the next seed. `valid_unseen` uses floor plans that
-`train` and `valid_seen` never use. Output is deterministic for a seed, and a rerun with the
-same arguments resumes: games already written are kept.
+default) before it is kept; the winning plan is stored as the game's `walkthrough`. A game
+that fails or times out is discarded and regenerated from the next seed. `valid_unseen` uses
+floor plans that `train` and `valid_seen` never use. Output is deterministic for a seed, and a
+rerun with the same arguments resumes: games already written are kept.
 """
 
 from __future__ import annotations
