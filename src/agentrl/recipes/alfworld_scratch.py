@@ -459,25 +459,20 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
     """`setup` with the `add_format_arguments` options that were given."""
     if args.relabeled_copies is not None and args.relabeled_copies < 0:
         raise SystemExit(f"--relabeled-copies must be >= 0, got {args.relabeled_copies}")
-    if args.protocol is not None:
-        setup = replace(setup, protocol=args.protocol)
-    if args.search_order is not None:
-        setup = replace(setup, search_order=args.search_order)
-    if args.relabeled_copies is not None:
-        setup = replace(setup, relabeled_copies=args.relabeled_copies)
-    if args.estimator is not None:
-        setup = replace(setup, estimator=EstimatorName(args.estimator))
     if args.rl_learning_rate is not None and args.rl_learning_rate <= 0:
         raise SystemExit(f"--rl-learning-rate must be > 0, got {args.rl_learning_rate}")
-    if args.rl_learning_rate is not None:
-        setup = replace(setup, learning_rate=args.rl_learning_rate)
+    given = {
+        "protocol": args.protocol,
+        "search_order": args.search_order,
+        "relabeled_copies": args.relabeled_copies,
+        "estimator": None if args.estimator is None else EstimatorName(args.estimator),
+        "learning_rate": args.rl_learning_rate,
+        "demo_noise": args.demo_noise,
+        "kl_coef": args.kl_coef,
+        "optim_substeps": args.optim_substeps,
+    }
     try:  # `ScratchSetup` checks the ranges (its error names the field: --demo-noise ...)
-        if args.demo_noise is not None:
-            setup = replace(setup, demo_noise=args.demo_noise)
-        if args.kl_coef is not None:
-            setup = replace(setup, kl_coef=args.kl_coef)
-        if args.optim_substeps is not None:
-            setup = replace(setup, optim_substeps=args.optim_substeps)
+        setup = replace(setup, **{k: v for k, v in given.items() if v is not None})
     except ValueError as error:
         raise SystemExit(str(error)) from None
     return setup
