@@ -31,6 +31,7 @@ def test_alfworld_from_scratch_smoke(alfworld_games: Any, tmp_path: Path) -> Non
     out = tmp_path / "run"
     command = [sys.executable, str(SCRIPT), "--size", "cpu-smoke", "--out", str(out)]
     command += ["--data-root", str(alfworld_games.root)]
+    command += ["--context-window", "2", "--context-slack", "1"]  # every phase under a window
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
@@ -50,6 +51,8 @@ def test_alfworld_from_scratch_smoke(alfworld_games: Any, tmp_path: Path) -> Non
     lines = (out / "run" / "metrics.jsonl").read_text().splitlines()  # each RL update's metrics
     records = [json.loads(line) for line in lines]
     assert [(r["type"], r["step"]) for r in records] == [("train", 1)]
+    setup = result["setup"]
+    assert (setup["context_window"], setup["context_slack"]) == (2, 1)
 
 
 CPU_SCRIPT = BENCHMARKS / "alfworld_cpu.py"
@@ -147,6 +150,9 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     assert config.kl_coef == 0.03 and rl_config(CPU, tmp_path).kl_coef == CPU.kl_coef == 0.05
     assert rl_config(GPU, tmp_path).kl_coef == 0.0  # the recipe's: no KL
     assert config.learning_rate == CPU.learning_rate and config.seed == CPU.seed
+    windowed = rl_config(replace(CPU, context_window=3, context_slack=2), tmp_path)
+    assert (windowed.context_window, windowed.context_slack) == (3, 2)
+    assert rl_config(CPU, tmp_path).context_window is None  # the whole history
 
 
 def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
@@ -170,6 +176,8 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
         (["--kl-coef", "-1"], "ScratchSetup.kl_coef must be >= 0, got -1.0"),
         (["--optim-substeps", "0"], "ScratchSetup.optim_substeps must be >= 1, got 0"),
         (["--rl-learning-rate", "0"], "--rl-learning-rate must be > 0, got 0.0"),
+        (["--context-window", "-1"], "--context-window must be >= 0 (0: the whole history)"),
+        (["--context-slack", "2"], "ScratchSetup.context_slack (2) must be >= 0 and needs a"),
     ):
         with pytest.raises(SystemExit, match=re.escape(message)):
             format_overrides(CPU, parser.parse_args(flags))
@@ -177,6 +185,17 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
     flags = ["--optim-substeps", "4", "--rl-learning-rate", "1e-4"]
     rl = format_overrides(CPU, parser.parse_args(flags))
     assert (rl.optim_substeps, rl.learning_rate) == (4, 1e-4)
+    flags = ["--context-window", "3", "--context-slack", "2"]
+    windowed = format_overrides(CPU, parser.parse_args(flags))
+    assert (windowed.context_window, windowed.context_slack) == (3, 2)
+    assert (
+        format_overrides(
+            windowed, parser.parse_args(["--context-window", "0", "--context-slack", "0"])
+        ).context_window
+        is None
+    )
+    with pytest.raises(ValueError, match="context_window must be >= 1 or None"):
+        replace(CPU, context_window=0)
 
 
 def test_the_rl_phase_uses_the_setups_estimator(tmp_path: Path) -> None:
@@ -290,7 +309,7 @@ async def test_demonstration_noise_is_played_and_left_out_of_the_targets(
     trajectories = [t for g in groups for t in g.trajectories]
     assert len(datums) == len(trajectories)
     mistakes = 0
-    for trajectory, datum in zip(trajectories, datums, strict=True):
+    for trajectory, (datum,) in zip(trajectories, datums, strict=True):  # one segment each
         first = observations_in(tokenizer.decode(list(trajectory.turns[0].prompt_tokens)))[0]
         for turn_index, turn in enumerate(trajectory.turns):
             start = len(turn.prompt_tokens)
@@ -301,7 +320,64 @@ async def test_demonstration_noise_is_played_and_left_out_of_the_targets(
     assert mistakes > 0
     every = demonstration_datums(groups, tokenizer, None)  # without noise: every reply
     replies = [sum(len(turn.completion_tokens) for turn in t.turns) for t in trajectories]
-    assert [int(d.mask.sum()) for d in every] == replies
+    assert [int(d.mask.sum()) for (d,) in every] == replies
+
+
+async def test_windowed_demonstrations_are_the_explorer_episodes_under_the_window(
+    alfworld_games: Any, tmp_path: Path
+) -> None:
+    """`context_window`: the explorer (which reads the whole history) plays, then its episodes
+    are played again under the window reply for reply: the same commands and wins, prompts
+    cut to the first messages and the last turns, one datum per segment training each reply
+    exactly once; mistakes stay untrained."""
+    from dataclasses import replace
+
+    from agentrl.recipes.alfworld_scratch import (
+        CPU_SMOKE,
+        _Run,
+        demo_noise,
+        demonstration_datums,
+        scratch_tasks,
+    )
+    from agentrl.recipes.tokenizer import bpe_tokenizer
+
+    whole = replace(CPU_SMOKE, protocol="plain-task", search_order="listed", max_steps=40)
+    whole = replace(whole, demo_noise=0.3)
+    windowed = replace(whole, context_window=2, context_slack=1)
+    games = scratch_tasks(whole, tmp_path, alfworld_games.root)
+    tokenizer = bpe_tokenizer([], 0)
+    played = {}
+    for setup in (whole, windowed):
+        run = _Run(setup)
+        try:
+            played[setup.context_window] = await run.explore(
+                tokenizer, games.train, (512, 131_072), demo_noise(setup)
+            )
+        finally:
+            await run.factory.close()
+    (full, score), (cut, cut_score) = played[None], played[2]
+    assert replace(cut_score, seconds=0.0) == replace(score, seconds=0.0)  # the explorer's own
+    assert score.success >= 0.75
+    full_t = [t for g in full for t in g.trajectories]
+    cut_t = [t for g in cut for t in g.trajectories]
+    assert [[u.assistant_text for u in t.turns] for t in cut_t] == [
+        [u.assistant_text for u in t.turns] for t in full_t
+    ]
+    assert max(len(t.turns) for t in cut_t) > 3  # long enough to be cut
+    for t in cut_t:  # cut when a prompt would hold more than 3 turns, back to the last 2
+        n = len(t.turns)
+        assert [u.dropped_turns for u in t.turns] == [2 * max(0, (k - 2) // 2) for k in range(n)]
+        assert [u.new_segment for u in t.turns] == [k >= 4 and k % 2 == 0 for k in range(n)]
+    noise = demo_noise(windowed)
+    full_datums = demonstration_datums(full, tokenizer, noise)
+    cut_datums = demonstration_datums(cut, tokenizer, noise)
+    segments = [1 + sum(u.new_segment for u in t.turns) for t in cut_t]
+    assert [len(episode) for episode in cut_datums] == segments and max(segments) > 1
+    assert [sum(int(d.mask.sum()) for d in e) for e in cut_datums] == [
+        sum(int(d.mask.sum()) for d in e) for e in full_datums
+    ]  # every non-mistake reply trained exactly once, under the window as without it
+    longest = max(len(d.target_tokens) for e in cut_datums for d in e)
+    assert longest < max(len(d.target_tokens) for e in full_datums for d in e)
 
 
 async def test_the_imitated_model_is_saved_and_reused_only_for_the_same_setup(

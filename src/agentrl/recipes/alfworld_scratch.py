@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
-from agentrl.algo.datums import Datum, trajectory_to_datum
+from agentrl.algo.datums import Datum, trajectory_to_datums
 from agentrl.algo.schedule import LRSchedule, scheduled_learning_rate
 from agentrl.backends.base import (
     AdamParams,
@@ -67,7 +67,15 @@ from agentrl.envs.alfworld.tools import alfworld_plain_protocol, alfworld_tool_p
 from agentrl.executors.process import default_workers
 from agentrl.recipes.tokenizer import bpe_tokenizer
 from agentrl.reporting.sinks import JsonlSink, MetricSink
-from agentrl.rollout import RolloutConfig, rollout_batch
+from agentrl.rollout import (
+    ContextPolicy,
+    FullHistory,
+    RecentTurns,
+    RecordingSampler,
+    ReplaySampler,
+    RolloutConfig,
+    rollout_batch,
+)
 from agentrl.tools import CommandTool
 from agentrl.tools.command import PlainCommandProtocol
 
@@ -89,6 +97,7 @@ __all__ = [
     "ScratchSetup",
     "ScratchTasks",
     "add_format_arguments",
+    "context_policy",
     "demo_noise",
     "demonstration_datums",
     "format_overrides",
@@ -157,6 +166,15 @@ class ScratchSetup:
     """A call is about 25 tokens of the project tokenizer."""
     max_trajectory_tokens: int = 6144
     """About 300 tokens of system prompt and first observation, then about 95 per turn."""
+    context_window: int | None = None
+    """The last this many turns in every prompt, after the first messages (`RecentTurns`,
+    with `context_slack`), for the demonstrations, evaluation and RL alike; None: the whole
+    history in every prompt (the recipe's). The explorer reads the whole history, so its
+    episodes are played again under the window reply for reply (`ReplaySampler`): the model
+    imitates them from the prompts it will act from."""
+    context_slack: int = 0
+    """Turns a prompt may grow by past `context_window` before it is cut back to it (a cut,
+    a new training segment, once every `context_slack + 1` turns)."""
     sft_steps: int = 500
     sft_batch: int = 32
     sft_learning_rate: float = 1e-3
@@ -206,6 +224,16 @@ class ScratchSetup:
             raise ValueError(f"ScratchSetup.kl_coef must be >= 0, got {self.kl_coef}")
         if self.optim_substeps < 1:
             raise ValueError(f"ScratchSetup.optim_substeps must be >= 1, got {self.optim_substeps}")
+        if self.context_window is not None and self.context_window < 1:
+            raise ValueError(
+                f"ScratchSetup.context_window must be >= 1 or None (the whole history), got "
+                f"{self.context_window}"
+            )
+        if self.context_slack < 0 or (self.context_slack and self.context_window is None):
+            raise ValueError(
+                f"ScratchSetup.context_slack ({self.context_slack}) must be >= 0 and needs a "
+                "context_window: the slack is how far a windowed prompt grows before its cut"
+            )
 
 
 GPU = ScratchSetup()
@@ -398,10 +426,11 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies`, `--demo-noise`,
-    `--kl-coef`, `--rl-learning-rate`, `--optim-substeps` and `--estimator` (overrides of the
-    preset's `ScratchSetup.protocol` / `search_order` / `relabeled_copies` / `demo_noise` /
-    `kl_coef` / `learning_rate` / `optim_substeps` / `estimator`; None: the preset's;
-    `format_overrides` applies them)."""
+    `--kl-coef`, `--rl-learning-rate`, `--optim-substeps`, `--estimator`, `--context-window`
+    and `--context-slack` (overrides of the preset's `ScratchSetup.protocol` / `search_order`
+    / `relabeled_copies` / `demo_noise` / `kl_coef` / `learning_rate` / `optim_substeps` /
+    `estimator` / `context_window` (0: None, the whole history) / `context_slack`; None: the
+    preset's; `format_overrides` applies them)."""
     parser.add_argument(
         "--protocol",
         choices=get_args(ScratchProtocol),
@@ -453,6 +482,20 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the RL phase's advantage estimator (default: the preset's)",
     )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the last N turns in every prompt after the first messages, for demonstrations, "
+        "evaluation and RL; 0: the whole history (default: the preset's)",
+    )
+    parser.add_argument(
+        "--context-slack",
+        type=int,
+        default=None,
+        help="turns a windowed prompt grows by before it is cut back (default: the preset's)",
+    )
 
 
 def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSetup:
@@ -461,6 +504,10 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         raise SystemExit(f"--relabeled-copies must be >= 0, got {args.relabeled_copies}")
     if args.rl_learning_rate is not None and args.rl_learning_rate <= 0:
         raise SystemExit(f"--rl-learning-rate must be > 0, got {args.rl_learning_rate}")
+    if args.context_window is not None and args.context_window < 0:
+        raise SystemExit(
+            f"--context-window must be >= 0 (0: the whole history), got {args.context_window}"
+        )
     given = {
         "protocol": args.protocol,
         "search_order": args.search_order,
@@ -470,9 +517,13 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         "demo_noise": args.demo_noise,
         "kl_coef": args.kl_coef,
         "optim_substeps": args.optim_substeps,
+        "context_slack": args.context_slack,
     }
+    changes = {k: v for k, v in given.items() if v is not None}
+    if args.context_window is not None:
+        changes["context_window"] = args.context_window or None
     try:  # `ScratchSetup` checks the ranges (its error names the field: --demo-noise ...)
-        setup = replace(setup, **{k: v for k, v in given.items() if v is not None})
+        setup = replace(setup, **changes)
     except ValueError as error:
         raise SystemExit(str(error)) from None
     return setup
@@ -512,9 +563,11 @@ class _Run:
         tasks: list[TaskInfo],
         group: int,
         budget: tuple[int, int] | None = None,
+        context: ContextPolicy | None = None,
     ) -> tuple[list[TrajectoryGroup], Score]:
         """Every task played `group` times by `sampler` (at `eval_temperature`), within the run's
-        token budgets (or `budget`: reply and trajectory tokens)."""
+        token budgets (or `budget`: reply and trajectory tokens), under the setup's context
+        policy (or `context`)."""
         started = time.perf_counter()
         reply, trajectory = budget or (
             self.setup.max_reply_tokens,
@@ -528,6 +581,7 @@ class _Run:
             # keyed draws (seed, game, branch, turn): the same games play the same way
             # whatever order the env workers answer in
             sampling=SamplingParams(temperature=self.setup.eval_temperature, seed=self.setup.seed),
+            context=context or context_policy(self.setup),
         )
         groups = await rollout_batch(
             tasks,
@@ -546,14 +600,39 @@ class _Run:
         tasks: list[TaskInfo],
         budget: tuple[int, int] | None = None,
         noise: ExplorerNoise | None = None,
+        windowed: bool = True,
     ) -> tuple[list[TrajectoryGroup], Score]:
         """The exploring expert's episodes (its calls written in the protocol's form; with
-        `noise`, its deliberate mistakes)."""
+        `noise`, its deliberate mistakes). The explorer reads the whole history; under the
+        setup's context window (and `windowed`) its episodes are then played again under the
+        window, reply for reply, and those are returned (the score is the explorer's own)."""
         from agentrl.testing import PolicySampler
 
         policy = explorer_policy(self.protocol.call_text, self.setup.search_order, noise)
         sampler = PolicySampler(tokenizer, policy)
-        return await self.play(sampler, tokenizer, tasks, 1, budget)
+        if not windowed or self.setup.context_window is None:
+            return await self.play(sampler, tokenizer, tasks, 1, budget, FullHistory())
+        recording = RecordingSampler(sampler)
+        played, score = await self.play(recording, tokenizer, tasks, 1, budget, FullHistory())
+        groups, _ = await self.play(ReplaySampler(recording.replies), tokenizer, tasks, 1, budget)
+        for whole, cut in zip(played, groups, strict=True):
+            recorded, replayed = whole.trajectories[0], cut.trajectories[0]
+            if len(replayed.turns) != len(recorded.turns) or replayed.won != recorded.won:
+                raise RuntimeError(
+                    f"game {whole.task.task_id}: the explorer's episode played again under the "
+                    f"context window took {len(replayed.turns)} turns (won: {replayed.won}), "
+                    f"recorded {len(recorded.turns)} (won: {recorded.won}); "
+                    f"{replayed.error or replayed.stop_reason.value}"
+                )
+        return groups, score
+
+
+def context_policy(setup: ScratchSetup) -> ContextPolicy:
+    """The prompts' context policy: `RecentTurns(context_window, context_slack)`, or the whole
+    history (`FullHistory`) without a window."""
+    if setup.context_window is None:
+        return FullHistory()
+    return RecentTurns(setup.context_window, setup.context_slack)
 
 
 def demo_noise(setup: ScratchSetup) -> ExplorerNoise | None:
@@ -563,18 +642,20 @@ def demo_noise(setup: ScratchSetup) -> ExplorerNoise | None:
 
 def demonstration_datums(
     groups: list[TrajectoryGroup], tokenizer: Any, noise: ExplorerNoise | None
-) -> list[Datum]:
-    """The imitation datums of the explorer's episodes: every reply a target but the
-    mistakes `noise` played (context only); an episode with no target left is dropped."""
-    datums = []
+) -> list[list[Datum]]:
+    """The imitation datums of the explorer's episodes, one list per episode (one datum per
+    segment: one, or several under a context window): every reply a target but the mistakes
+    `noise` played (context only); an episode with no target left is dropped."""
+    episodes = []
     for trajectory in (t for g in groups for t in g.trajectories if t.turns):
         trained = [True] * len(trajectory.turns)
         if noise is not None:
             first = observations_in(tokenizer.decode(trajectory.turns[0].prompt_tokens))[0]
             trained = [not noise.noisy(first, turn) for turn in range(len(trained))]
         if any(trained):
-            datums.append(trajectory_to_datum(trajectory, [1.0] * len(trained), trained))
-    return datums
+            advantages = [1.0] * len(trained)
+            episodes.append(trajectory_to_datums(trajectory, advantages, trained=trained))
+    return episodes
 
 
 def _texts(groups: list[TrajectoryGroup], tokenizer: Any) -> list[str]:
@@ -633,6 +714,8 @@ def rl_config(setup: ScratchSetup, run_dir: Path) -> TrainConfig:
             max_episode_steps=setup.max_steps,
             max_assistant_tokens=setup.max_reply_tokens,
             max_trajectory_tokens=setup.max_trajectory_tokens,
+            context_window=setup.context_window,
+            context_slack=setup.context_slack,
             max_steps=setup.updates,
             games_per_batch=setup.games_per_batch,
             group_size=setup.group_size,
@@ -839,13 +922,14 @@ async def _imitate(
     noise = demo_noise(setup)
     groups, explorer_train = await run.explore(tokenizer, games.train + copies, noise=noise)
     demos = demonstration_datums(groups, tokenizer, noise)
-    _, explorer_eval = await run.explore(tokenizer, games.held_out)
+    _, explorer_eval = await run.explore(tokenizer, games.held_out, windowed=False)
     lap("demonstrations")
     print(f"explorer: train {explorer_train}, valid_unseen {explorer_eval}", flush=True)
     rng = random.Random(setup.seed)
     sft_loss, sft_tokens = [], 0
     for step in range(1, setup.sft_steps + 1):
-        batch = rng.sample(demos, min(setup.sft_batch, len(demos)))
+        episodes = rng.sample(demos, min(setup.sft_batch, len(demos)))
+        batch = [datum for episode in episodes for datum in episode]
         fb = await backend.forward_backward(batch, LossName.CROSS_ENTROPY, LossConfig())
         await backend.optim_step(AdamParams(learning_rate=imitation_learning_rate(setup, step)))
         sft_loss.append(round(fb.loss, 4))
@@ -857,7 +941,7 @@ async def _imitate(
         explorer_train=explorer_train,
         explorer_eval=explorer_eval,
         demos=len(demos),
-        demo_tokens=sum(len(d.target_tokens) + 1 for d in demos),
+        demo_tokens=sum(len(d.target_tokens) + 1 for episode in demos for d in episode),
         sft_tokens=sft_tokens,
         sft_loss=sft_loss,
     )
@@ -899,7 +983,7 @@ async def run_scratch(
     try:
         byte_level = bpe_tokenizer([], 0)
         corpus_games = train[: setup.corpus_games] + copies[: setup.corpus_games]
-        corpus, _ = await run.explore(byte_level, corpus_games, BYTE_BUDGET)
+        corpus, _ = await run.explore(byte_level, corpus_games, BYTE_BUDGET, windowed=False)
         tokenizer = bpe_tokenizer(_texts(corpus, byte_level), setup.vocab_size)
         lap("tokenizer")
         backend = _backend(setup, tokenizer, out / "run")

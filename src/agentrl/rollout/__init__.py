@@ -2,7 +2,8 @@
 
 `config` (`RolloutConfig`), `context` (`ContextPolicy`: `FullHistory`, `RecentTurns`,
 `SummarizedTurns`), `turn` (one turn of one branch), `engine` (`rollout_group`,
-`rollout_batch`) and `players` (`model_player`, `ReplySampler`).
+`rollout_batch`), `players` (`model_player`, `ReplySampler`) and `replay`
+(`RecordingSampler`, `ReplaySampler`: recorded episodes played again under another config).
 """
 
 from agentrl.rollout.config import RolloutConfig, SamplerFailure
@@ -15,12 +16,15 @@ from agentrl.rollout.context import (
 )
 from agentrl.rollout.engine import group_id_at, rollout_batch, rollout_group
 from agentrl.rollout.players import PlayFn, ReplySampler, model_player
+from agentrl.rollout.replay import RecordingSampler, ReplaySampler
 
 __all__ = [
     "ContextPolicy",
     "FullHistory",
     "PlayFn",
     "RecentTurns",
+    "RecordingSampler",
+    "ReplaySampler",
     "ReplySampler",
     "RolloutConfig",
     "SamplerFailure",
