@@ -407,6 +407,17 @@ async def test_the_imitated_model_is_saved_and_reused_only_for_the_same_setup(
     )
     kept = [line for line in (out / "run" / "metrics.1.jsonl").read_text().splitlines() if line]
     assert len(kept) == 1 and len((out / "run" / "metrics.jsonl").read_text().splitlines()) == 1
+    # a model saved before a field existed: the field's default is what it was imitated with
+    record_path = imitation_dir(out) / "imitation.json"
+    record = json.loads(record_path.read_text())
+    del record["key"]["context_window"], record["key"]["context_slack"]
+    record_path.write_text(json.dumps(record))
+    older = await run_scratch(replace(setup, updates=0), tmp_path / "d", alfworld_games.root, out)
+    assert older.imitation_reused
+    windowed = replace(setup, updates=0, context_window=2, sft_steps=2)
+    other_window = await run_scratch(windowed, tmp_path / "e", alfworld_games.root, out)
+    assert not other_window.imitation_reused
+    assert "imitated with other context_window, sft_steps" in capsys.readouterr().out
     other = await run_scratch(
         replace(setup, sft_steps=3, updates=0), tmp_path / "b", alfworld_games.root, imitated=out
     )

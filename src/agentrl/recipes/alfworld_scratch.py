@@ -831,9 +831,13 @@ class Imitation:
 def imitation_key(setup: ScratchSetup, games: ScratchTasks) -> dict[str, Any]:
     """What the imitated model depends on, as JSON values: the setup's fields (all but
     `RL_FIELDS`) and the demonstrated games' ids (`demonstrated_games`)."""
-    fields = {k: v for k, v in asdict(setup).items() if k not in RL_FIELDS}
-    fields["demonstrated_games"] = [task.task_id for task in games.train]
-    loaded: dict[str, Any] = json.loads(json.dumps(fields, default=str))
+    fields = {k: v for k, v in _setup_json(setup).items() if k not in RL_FIELDS}
+    return {**fields, "demonstrated_games": [task.task_id for task in games.train]}
+
+
+def _setup_json(setup: ScratchSetup) -> dict[str, Any]:
+    """The setup's fields as JSON values (as `imitation.json` holds them)."""
+    loaded: dict[str, Any] = json.loads(json.dumps(asdict(setup), default=str))
     return loaded
 
 
@@ -872,7 +876,10 @@ async def saved_imitation(key: dict[str, Any], source: Path, backend: Any) -> Im
         print(f"imitation: no saved model in {path.parent}, imitating", flush=True)
         return None
     record = json.loads(path.read_text())
-    saved = record["key"]
+    # a field the saved key lacks was added to `ScratchSetup` since: its default (which keeps
+    # the earlier behaviour) is what that model was imitated with
+    defaults = _setup_json(ScratchSetup())
+    saved = {**{k: defaults[k] for k in key if k in defaults}, **record["key"]}
     differ = sorted(k for k in key.keys() | saved.keys() if saved.get(k) != key.get(k))
     if differ:
         print(
