@@ -177,6 +177,7 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
         (["--optim-substeps", "0"], "ScratchSetup.optim_substeps must be >= 1, got 0"),
         (["--rl-learning-rate", "0"], "--rl-learning-rate must be > 0, got 0.0"),
         (["--context-window", "-1"], "--context-window must be >= 0 (0: the whole history)"),
+        (["--rl-temperature", "0"], "--rl-temperature must be > 0, got 0.0"),
         (["--context-slack", "2"], "ScratchSetup.context_slack (2) must be >= 0 and needs a"),
     ):
         with pytest.raises(SystemExit, match=re.escape(message)):
@@ -185,9 +186,10 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
     flags = ["--optim-substeps", "4", "--rl-learning-rate", "1e-4"]
     rl = format_overrides(CPU, parser.parse_args(flags))
     assert (rl.optim_substeps, rl.learning_rate) == (4, 1e-4)
-    flags = ["--context-window", "3", "--context-slack", "2"]
+    flags = ["--context-window", "3", "--context-slack", "2", "--rl-temperature", "1"]
     windowed = format_overrides(CPU, parser.parse_args(flags))
     assert (windowed.context_window, windowed.context_slack) == (3, 2)
+    assert windowed.rl_temperature == 1.0 and CPU.rl_temperature == 0.5
     assert (
         format_overrides(
             windowed, parser.parse_args(["--context-window", "0", "--context-slack", "0"])

@@ -426,11 +426,11 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies`, `--demo-noise`,
-    `--kl-coef`, `--rl-learning-rate`, `--optim-substeps`, `--estimator`, `--context-window`
-    and `--context-slack` (overrides of the preset's `ScratchSetup.protocol` / `search_order`
-    / `relabeled_copies` / `demo_noise` / `kl_coef` / `learning_rate` / `optim_substeps` /
-    `estimator` / `context_window` (0: None, the whole history) / `context_slack`; None: the
-    preset's; `format_overrides` applies them)."""
+    `--kl-coef`, `--rl-learning-rate`, `--optim-substeps`, `--estimator`, `--rl-temperature`,
+    `--context-window` and `--context-slack` (overrides of the preset's `ScratchSetup.protocol`
+    / `search_order` / `relabeled_copies` / `demo_noise` / `kl_coef` / `learning_rate` /
+    `optim_substeps` / `estimator` / `rl_temperature` / `context_window` (0: None, the whole
+    history) / `context_slack`; None: the preset's; `format_overrides` applies them)."""
     parser.add_argument(
         "--protocol",
         choices=get_args(ScratchProtocol),
@@ -483,6 +483,12 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         help="the RL phase's advantage estimator (default: the preset's)",
     )
     parser.add_argument(
+        "--rl-temperature",
+        type=float,
+        default=None,
+        help="the RL rollouts' sampling temperature (default: the preset's)",
+    )
+    parser.add_argument(
         "--context-window",
         type=int,
         default=None,
@@ -504,6 +510,8 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         raise SystemExit(f"--relabeled-copies must be >= 0, got {args.relabeled_copies}")
     if args.rl_learning_rate is not None and args.rl_learning_rate <= 0:
         raise SystemExit(f"--rl-learning-rate must be > 0, got {args.rl_learning_rate}")
+    if args.rl_temperature is not None and args.rl_temperature <= 0:
+        raise SystemExit(f"--rl-temperature must be > 0, got {args.rl_temperature}")
     if args.context_window is not None and args.context_window < 0:
         raise SystemExit(
             f"--context-window must be >= 0 (0: the whole history), got {args.context_window}"
@@ -518,6 +526,7 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         "kl_coef": args.kl_coef,
         "optim_substeps": args.optim_substeps,
         "context_slack": args.context_slack,
+        "rl_temperature": args.rl_temperature,
     }
     changes = {k: v for k, v in given.items() if v is not None}
     if args.context_window is not None:
