@@ -15,11 +15,14 @@ learns to play generated ALFWorld games, everything the library's own:
    moves are still the explorer's). With `relabeled_copies` the explorer also plays that
    many relabelled copies of each train game (`agentrl.envs.alfworld.relabel`: instance
    numbers permuted, the room's listing shuffled), so the demonstrations stop being a few
-   dozen rooms to memorise;
+   dozen rooms to memorise. With `context_window` every prompt holds only the first messages
+   and the last turns (all phases alike); the explorer, which reads the whole history, plays
+   each episode with it, then the episode is played again under the window reply for reply
+   (`agentrl.rollout.replay`);
 3. a byte-level BPE tokenizer of the project's own is trained on rendered explorer episodes
    (`agentrl.recipes.tokenizer.bpe_tokenizer`, Qwen3-style chat template);
-4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datum`: assistant
-   tokens only) with `LocalBackend.tiny(..., full_finetune=True)`;
+4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datums`: assistant
+   tokens only, one datum per segment) with `LocalBackend.tiny(..., full_finetune=True)`;
 5. success on the valid_unseen games (at `eval_temperature`, draws keyed by seed, game, branch
    and turn) before RL;
 6. RL: `Trainer` updates (`ScratchSetup.estimator`: GroupMean or GiGPO advantages, PPO,
