@@ -19,7 +19,12 @@ pytest.importorskip("transformers")
 from agentrl.backends.base import SamplingParams  # noqa: E402
 from agentrl.backends.local import LocalBackend  # noqa: E402
 from agentrl.backends.local.generation import GenRequest, GenResult, generate  # noqa: E402
-from agentrl.backends.local.invariant import DECODE_ROW_MULTIPLE, ROWWISE  # noqa: E402
+from agentrl.backends.local.invariant import (  # noqa: E402
+    DECODE_MIN_ROWS,
+    DECODE_ROW_MULTIPLE,
+    ROWWISE,
+    decode_rows,
+)
 from agentrl.backends.local.kvcache import PrefixKVCache  # noqa: E402
 from agentrl.core.seeds import derive_seed  # noqa: E402
 from agentrl.testing import KeyedPolicySampler  # noqa: E402
@@ -72,14 +77,28 @@ def test_a_request_gets_the_same_completion_alone_or_batched(backend: LocalBacke
 
 
 def test_small_batches_are_padded_to_the_kernel_threshold(backend: LocalBackend) -> None:
-    """1-3 rows, or a ragged last block of 4, take other kernels: idle rows round the batch."""
+    """Small or ragged products take other kernels (1-3 rows or a ragged block of 4 on AVX2,
+    fewer than 16 rows on AVX-512): idle rows round the batch."""
     (single,) = _requests(backend.engine.vocab_size - 2, 1, samples=2)
     others = _requests(backend.engine.vocab_size - 2, 6)
     alone = _outputs(_serve(backend, [single]))
     batched = _outputs(_serve(backend, [single, *others]))[:2]
     assert alone == batched
-    assert DECODE_ROW_MULTIPLE == 4
     assert all(len(tokens) == 10 for tokens, _ in alone)  # idle rows never leak tokens
+
+
+def test_decoding_row_counts_meet_both_kernel_thresholds() -> None:
+    assert [decode_rows(n) for n in (1, 3, 15, 16, 17, 20, 21)] == [16, 16, 16, 16, 20, 20, 24]
+    assert all(decode_rows(n) % DECODE_ROW_MULTIPLE == 0 for n in range(1, 100))
+    assert all(decode_rows(n) >= max(n, DECODE_MIN_ROWS) for n in range(1, 100))
+
+
+def test_a_batch_above_the_minimum_rows_is_invariant_too(backend: LocalBackend) -> None:
+    """18 live rows decode as 20 rows, shrinking through 16 as rows finish."""
+    requests = _requests(backend.engine.vocab_size - 2, 18)
+    alone = [out for r in requests[:3] for out in _outputs(_serve(backend, [r]))]
+    together = _outputs(_serve(backend, requests))[:3]
+    assert together == alone
 
 
 def test_keyed_seeds_are_stable_and_distinct() -> None:

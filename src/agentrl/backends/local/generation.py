@@ -19,7 +19,7 @@ import torch
 
 from agentrl.backends.base import SamplingParams
 from agentrl.backends.local.engine import ModelEngine
-from agentrl.backends.local.invariant import DECODE_ROW_MULTIPLE
+from agentrl.backends.local.invariant import decode_rows
 from agentrl.backends.local.kvcache import PrefixKVCache
 from agentrl.backends.local.model import KV, cache_select_rows, kv_from_cache, kv_to_cache
 from agentrl.core.types import Completion, CompletionStop
@@ -67,7 +67,7 @@ class _Row:
     logprobs: list[float]
     forced: tuple[int, ...] | None = None
     idle: bool = False
-    """A row kept only to round the batch's row count (`DECODE_ROW_MULTIPLE`): samples nothing."""
+    """A row kept only to round the batch's row count (`invariant.decode_rows`): samples nothing."""
 
 
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -118,16 +118,11 @@ def _left_pad(kvs: Sequence[tuple[KV, int]], width: int) -> KV:
     return layers
 
 
-def _padded(rows: int) -> int:
-    """`rows` rounded up to a multiple of `DECODE_ROW_MULTIPLE`."""
-    return -(-rows // DECODE_ROW_MULTIPLE) * DECODE_ROW_MULTIPLE
-
-
 def _add_idle_rows(
     rows: list[_Row], first_logits: list[torch.Tensor], prefilled: list[tuple[KV, int]]
 ) -> None:
-    """Pad the batch with idle copies of its first row to a multiple of the row multiple."""
-    missing = _padded(len(rows)) - len(rows)
+    """Pad the batch with idle copies of its first row to `decode_rows` rows."""
+    missing = decode_rows(len(rows)) - len(rows)
     if missing <= 0:
         return
     first = rows[0]
@@ -138,9 +133,9 @@ def _add_idle_rows(
 
 
 def _pad_keep(keep: list[int], active: list[int], rows: list[_Row]) -> list[int]:
-    """Batch positions to keep: the live rows, plus finished rows turned idle up to a multiple
-    of `DECODE_ROW_MULTIPLE` (in batch order), so the batch's row count always is one."""
-    want = _padded(len(keep))
+    """Batch positions to keep: the live rows, plus finished rows turned idle up to
+    `decode_rows` rows (in batch order), so every step has a batch-invariant row count."""
+    want = decode_rows(len(keep))
     if len(keep) >= want:
         return keep
     live = set(keep)

@@ -6,13 +6,18 @@ depends on timing. Two float effects would then leak timing into the run:
 - attention over a left-padded batch: the padding shifts a row's keys, which changes the
   order of the float reductions (differences of ~1e-7, enough to flip a sampled token now and
   then and to change every recorded logprob);
-- matrix products: on the CPU the rows of a product are computed in blocks of 4, and with 1-3
-  rows, or a ragged last block split across threads, another kernel with other rounding.
+- matrix products: MKL's float32 GEMM computes a row differently in small products than in
+  large ones. Measured with torch 2.13 (MKL 2024.2), 1-2 threads, at the shapes of the tiny
+  model and of Qwen3 0.6B / 4B: on an AVX2 CPU the rows come in blocks of 4, and 1-3 rows or a
+  ragged last block take another kernel; on an AVX-512 CPU every product of fewer than 16 rows
+  (fewer than 9 at the tiny model's 192-wide inner dimension) rounds differently from a
+  larger one, while any product of 16 rows or more agrees with every other.
 
 `ROWWISE` is an attention implementation (registered with transformers' attention and mask
 interfaces) that computes each row of a one-token decoding step on its own keys, the padding
 sliced off; every other call (prefill, training forwards) is plain SDPA. `generate` pads each
-decoding batch with idle rows to a multiple of `DECODE_ROW_MULTIPLE` rows. Together, a
+decoding batch with idle rows to `decode_rows(live)`: at least `DECODE_MIN_ROWS`, and a
+multiple of `DECODE_ROW_MULTIPLE`, which satisfies both CPUs. Together, a
 request's completions are a function of its prompt, its seed and the weights alone, whatever
 else is in the batch.
 Across machines bit-identity is not promised: another CPU's kernels round differently.
@@ -24,13 +29,28 @@ from typing import Any
 
 import torch
 
-__all__ = ["DECODE_ROW_MULTIPLE", "ROWWISE", "use_rowwise_attention"]
+__all__ = [
+    "DECODE_MIN_ROWS",
+    "DECODE_ROW_MULTIPLE",
+    "ROWWISE",
+    "decode_rows",
+    "use_rowwise_attention",
+]
 
 ROWWISE = "agentrl_rowwise"
 """Name of the batch-invariant attention implementation."""
 DECODE_ROW_MULTIPLE = 4
-"""Decoding batches are padded to a multiple of this many rows (measured: with 1-8 threads, a
-row's product is bit-identical in any batch of 4k rows, not in a ragged one)."""
+"""Decoding batches are padded to a multiple of this many rows (measured on AVX2: with 1-8
+threads, a row's product is bit-identical in any batch of 4k rows, not in a ragged one)."""
+DECODE_MIN_ROWS = 16
+"""Decoding batches have at least this many rows (measured on AVX-512: products of fewer rows
+take MKL's small-matrix kernels, which round differently)."""
+
+
+def decode_rows(live: int) -> int:
+    """Rows of a batch-invariant decoding step with `live` live rows: `live` rounded up to a
+    multiple of `DECODE_ROW_MULTIPLE`, and at least `DECODE_MIN_ROWS`."""
+    return max(DECODE_MIN_ROWS, -(-live // DECODE_ROW_MULTIPLE) * DECODE_ROW_MULTIPLE)
 
 
 def _first_valid(mask: torch.Tensor | None, rows: int, width: int) -> list[int]:
