@@ -5,13 +5,17 @@
    (reused when already there).
 2. Per seed, four students from the same random-policy warm start and the same games: `rl`
    (GroupMean advantages, PPO, the recipe's reward), `opd` (the Trainer's distillation
-   mode: per-token advantage = teacher logprob - student logprob, importance-sampling loss,
-   `agentrl.training.distillation`), `rft` (rejection sampling: cross entropy on each
-   update's won trajectories, `agentrl.training.rejection`; no teacher) and `imitate` (SFT on
-   the teacher's won trajectories: the teacher plays each update's games,
-   `Trainer(behaviour=...)`, and the student trains by cross entropy on the won ones). All
-   play the same groups per update (8 games x 8), so an update costs each the same rollouts;
-   OPD adds one teacher forward pass per trajectory.
+   mode, `agentrl.training.distillation`: by default the teacher's most likely token at every
+   trained position of the student's own samples, trained by cross entropy in
+   `--opd-substeps` optimizer steps an update; `--opd-signal reverse_kl`: the per-token
+   advantage teacher logprob - student logprob with `--opd-loss`), `rft` (rejection
+   sampling: cross entropy on each update's won trajectories, `agentrl.training.rejection`;
+   no teacher) and `imitate` (SFT on the teacher's won trajectories: the teacher plays each
+   update's games, `Trainer(behaviour=...)`, and the student trains by cross entropy on the
+   won ones). All play the same groups per update (8 games x 8), so an update costs each the
+   same rollouts; OPD adds one teacher forward pass per trajectory. Every student but opd
+   takes `--substeps` optimizer steps an update (default 4), every one a KL penalty of
+   `--kl-coef` (default 0.05) to its warm start.
 3. Held-out success every `--eval-every` updates; updates to reach 90% (a run stops at the
    first evaluation that reaches it).
 
@@ -20,6 +24,7 @@ the last line is
 
     rl_updates_to_90=X opd_updates_to_90=Y speedup=X/Y seeds=N rl_reached=K opd_reached=L
     rft_updates_to_90=Z rft_reached=M imitate_updates_to_90=W imitate_reached=J
+    opd_signal=S
 
 (means over seeds; a run that never reached 90% counts as `--updates + --eval-every`, a lower
 bound, and is left out of `*_reached`).
@@ -28,10 +33,9 @@ bound, and is left out of `*_reached`).
     python benchmarks/distillation.py --out runs/distillation --size smoke   # plumbing
     python benchmarks/distillation.py --out runs/distillation --variants imitate  # one more,
                                          # the others read from the earlier call's runs
-    python benchmarks/distillation.py --out runs/opdppo --variants opd --substeps 4 \
-        --opd-loss ppo                   # 4 optimizer steps per update, PPO's clip (docs)
-    python benchmarks/distillation.py --out runs/opdkl --variants opd --substeps 4 \
-        --opd-loss ppo --kl-coef 0.05    # and a KL penalty to the warm-started policy
+    python benchmarks/distillation.py --out runs/opdkl --variants rl,opd --substeps 4 \
+        --opd-substeps 0 --opd-signal reverse_kl --opd-loss ppo --eval-every 10
+                                         # the sampled reverse KL with PPO (docs)
 """
 
 from __future__ import annotations
@@ -115,6 +119,7 @@ def worker(args: argparse.Namespace) -> None:
 
     from agentrl.backends.base import LossName
     from agentrl.chat.tokenizers import check_same_tokenizer
+    from agentrl.config.names import DistillSignal
     from agentrl.training.distillation import Distillation
     from agentrl.training.rejection import RejectionSampling
 
@@ -131,10 +136,13 @@ def worker(args: argparse.Namespace) -> None:
             kl_coef=1.0,
             reward_coef=args.opd_reward_coef,
             advantage_clip=args.opd_advantage_clip,
+            signal=DistillSignal(args.opd_signal),
         )
         setup = replace(setup, loss=LossName(args.opd_loss))
         if args.opd_learning_rate is not None:
             setup = replace(setup, learning_rate=args.opd_learning_rate)
+        if args.opd_substeps:
+            setup = replace(setup, optim_substeps=args.opd_substeps)
     behaviour = None
     if args.variant == "imitate":  # SFT on the teacher's won games, played as the others play
         behaviour = asyncio.run(
@@ -174,6 +182,8 @@ def _launch(args: argparse.Namespace, variant: str, seed: int) -> dict[str, obje
         command += ["--opd-learning-rate", str(args.opd_learning_rate)]
     command += ["--warmup-updates", str(args.warmup_updates)]
     command += ["--opd-reward-coef", str(args.opd_reward_coef)]
+    command += ["--opd-signal", args.opd_signal]
+    command += ["--opd-substeps", str(args.opd_substeps)]
     if args.opd_advantage_clip is not None:
         command += ["--opd-advantage-clip", str(args.opd_advantage_clip)]
     log = args.out / "logs" / f"{variant}-seed{seed}.log"
@@ -241,7 +251,7 @@ def summarise(
         f"speedup={speedup:.2f} seeds={args.seeds} rl_reached={reached['rl']} "
         f"opd_reached={reached['opd']} rft_updates_to_90={means['rft']:.1f} "
         f"rft_reached={reached['rft']} imitate_updates_to_90={means['imitate']:.1f} "
-        f"imitate_reached={reached['imitate']}"
+        f"imitate_reached={reached['imitate']} opd_signal={args.opd_signal}"
     )
     return "\n".join(lines) + "\n", last
 
@@ -291,13 +301,14 @@ def main() -> None:
         "the teacher's per-token signal grades each decision and the reward only both",
     )
     parser.add_argument("--updates", type=int, default=100)
-    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--teacher-updates", type=int, default=20)
     parser.add_argument(
         "--substeps",
         type=int,
-        default=1,
-        help="optimizer steps per update for every student (TrainConfig.optim_substeps)",
+        default=4,
+        help="optimizer steps per update for every student but opd's (TrainConfig."
+        "optim_substeps; default 4, RL's best measured)",
     )
     parser.add_argument(
         "--opd-loss",
@@ -326,6 +337,21 @@ def main() -> None:
         "default: none)",
     )
     parser.add_argument(
+        "--opd-signal",
+        choices=("reverse_kl", "teacher_tokens"),
+        default="teacher_tokens",
+        help="what the teacher gives the opd student (Distillation.signal): teacher_tokens "
+        "(default), its most likely token at every trained position, trained by cross "
+        "entropy; reverse_kl, the per-token teacher - student advantage",
+    )
+    parser.add_argument(
+        "--opd-substeps",
+        type=int,
+        default=16,
+        help="optimizer steps per update for the opd student (default 16: cross entropy on "
+        "the teacher's labels takes them; 0: --substeps)",
+    )
+    parser.add_argument(
         "--opd-reward-coef",
         type=float,
         default=0.0,
@@ -335,8 +361,9 @@ def main() -> None:
     parser.add_argument(
         "--kl-coef",
         type=float,
-        default=0.0,
-        help="every student's KL penalty to its warm-started policy (LearningSetup.kl_coef)",
+        default=0.05,
+        help="every student's KL penalty to its warm-started policy (LearningSetup.kl_coef; "
+        "default 0.05, which stopped RL's and OPD's collapses)",
     )
     parser.add_argument(
         "--variants",
@@ -367,6 +394,15 @@ def main() -> None:
         parser.error(f"--opd-advantage-clip must be > 0, got {args.opd_advantage_clip}")
     if args.opd_reward_coef < 0:
         parser.error(f"--opd-reward-coef must be >= 0, got {args.opd_reward_coef}")
+    if args.opd_substeps < 0:
+        parser.error(f"--opd-substeps must be >= 0 (0: --substeps), got {args.opd_substeps}")
+    if args.opd_signal == "teacher_tokens" and (
+        args.opd_reward_coef or args.opd_advantage_clip is not None
+    ):
+        parser.error(
+            "--opd-signal teacher_tokens trains cross entropy on the teacher's labels: leave "
+            "out --opd-reward-coef and --opd-advantage-clip"
+        )
     if args.opd_learning_rate is not None and args.opd_learning_rate <= 0:
         parser.error(f"--opd-learning-rate must be > 0, got {args.opd_learning_rate}")
     if args.worker:

@@ -10,7 +10,9 @@ from agentrl.algo.distillation import (
     datum_tokens,
     distillation_advantages,
     distilled_datums,
+    label_agreement,
     reverse_kl_per_token,
+    teacher_labelled_datums,
     teacher_targets,
 )
 
@@ -68,3 +70,25 @@ def test_the_advantage_clip_bounds_each_tokens_gap_before_the_reward_is_added() 
     np.testing.assert_allclose(trained.advantages, clipped)
     with pytest.raises(ValueError, match="advantage_clip must be > 0"):
         distillation_advantages(datum, teacher, advantage_clip=0.0)
+
+
+def test_teacher_labels_replace_the_trained_targets_only() -> None:
+    datum = _datum()  # trained targets 4 and 5 (the reply)
+    (labelled,) = teacher_labelled_datums([datum], [[None, 7, 8, 4, 9]])
+    np.testing.assert_array_equal(labelled.target_tokens, [2, 3, 4, 9])  # prompt targets kept
+    np.testing.assert_array_equal(labelled.model_input, datum.model_input)  # the student's
+    np.testing.assert_array_equal(labelled.mask, datum.mask)
+    np.testing.assert_array_equal(datum.target_tokens, [2, 3, 4, 5])  # the input untouched
+    assert label_agreement([datum], [labelled]) == pytest.approx(0.5)  # 4 agreed, 5 did not
+    (same,) = teacher_labelled_datums([datum], [[None, None, None, 4, 5]])  # prompt unlabelled
+    assert label_agreement([datum], [same]) == 1.0
+
+
+def test_a_teacher_that_left_a_trained_position_unlabelled_is_an_error() -> None:
+    datum = _datum()
+    with pytest.raises(ValueError, match=r"no label for trained position\(s\) \[3\]"):
+        teacher_labelled_datums([datum], [[None, 1, 1, 1, None]])
+    with pytest.raises(ValueError, match="returned 4 labels for a datum of 5 tokens"):
+        teacher_labelled_datums([datum], [[None, 1, 1, 1]])
+    with pytest.raises(ValueError, match="1 teacher label lists for 2 datums"):
+        teacher_labelled_datums([datum, datum], [[None, 1, 1, 1, 1]])

@@ -48,6 +48,16 @@ def test_train_objective_opd_distils_a_teacher_checkpoint(tmp_path: Path) -> Non
     assert isinstance(backend, dict)
     assert backend["distill/reverse_kl"] != 0.0  # two differently seeded tiny models
     assert backend["distill/teacher_logprob"] < 0.0
+    labelled = tmp_path / "labelled"
+    status, out = _run(
+        "train", *SMALL, "--objective", "opd", "--teacher-model", str(record),
+        "--seed", "7", "--run-dir", str(labelled), "--teacher-signal", "teacher_tokens",
+    )  # fmt: skip
+    assert status == 0, out
+    assert "signal teacher_tokens" in out
+    backend = _last_metrics(labelled)["backend"]
+    assert isinstance(backend, dict) and "distill/reverse_kl" not in backend
+    assert 0.0 <= float(backend["distill/agreement"]) < 1.0
 
 
 def test_objective_errors_name_the_flag(tmp_path: Path) -> None:
@@ -55,6 +65,11 @@ def test_objective_errors_name_the_flag(tmp_path: Path) -> None:
     assert status == 2 and "--objective opd needs --teacher-model" in out
     status, out = _run("train", *SMALL, "--teacher-advantage-clip", "0", "--run-dir", "x")
     assert status == 2 and "teacher_advantage_clip" in out.replace("-", "_"), out
+    status, out = _run("train", *SMALL, "--teacher-signal", "teacher_tokens", "--run-dir", "x")
+    assert status == 2 and "--teacher-signal teacher_tokens needs --objective opd" in out
+    argv = ["train", *SMALL, "--objective", "opd", "--teacher-model", "t.json"]
+    status, out = _run(*argv, "--teacher-signal", "teacher_tokens", "--teacher-reward-coef", "1")
+    assert status == 2 and "leave out --teacher-reward-coef" in out, out
     missing = str(tmp_path / "none.json")
     argv = ["train", *SMALL, "--objective", "opd", "--teacher-model", missing]
     status, out = _run(*argv, "--run-dir", str(tmp_path / "run"))

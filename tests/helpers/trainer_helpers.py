@@ -137,10 +137,13 @@ class RecordingBackend:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.batches: list[list[Datum]] = []
+        self.losses: list[Any] = []
+        """The loss of each `forward_backward`."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     async def forward_backward(self, datums: Any, loss: Any, config: Any) -> Any:
         self.batches.append(list(datums))
+        self.losses.append(loss)
         return await self.inner.forward_backward(datums, loss, config)

@@ -32,7 +32,7 @@ def test_distillation_benchmark_smoke(tmp_path: Path) -> None:
     pattern = (
         r"rl_updates_to_90=[\d.]+ opd_updates_to_90=[\d.]+ speedup=[\d.]+ seeds=1 "
         r"rl_reached=[01] opd_reached=[01] rft_updates_to_90=[\d.]+ rft_reached=[01]"
-        r" imitate_updates_to_90=[\d.]+ imitate_reached=[01]"
+        r" imitate_updates_to_90=[\d.]+ imitate_reached=[01] opd_signal=teacher_tokens"
     )
     assert re.fullmatch(pattern, last), last
     assert list((out / "teacher" / "checkpoints").glob("update-0002.json"))
@@ -40,11 +40,12 @@ def test_distillation_benchmark_smoke(tmp_path: Path) -> None:
         run = json.loads((out / "runs" / f"{variant}-seed0.json").read_text())
         assert [p["update"] for p in run["curve"]] == [0, 1, 2]
     opd = json.loads((out / "runs" / "opd-seed0.json").read_text())
-    assert opd["setup"]["loss"] == "importance_sampling"
+    assert opd["setup"]["optim_substeps"] == 16  # the teacher-token signal's default
     assert opd["setup"]["kl_coef"] == 0.1
     assert opd["setup"]["learning_rate"] == 1e-3
     rl = json.loads((out / "runs" / "rl-seed0.json").read_text())
     assert rl["setup"]["learning_rate"] == opd["setup"]["learning_rate"] / 2  # the recipe's
+    assert rl["setup"]["optim_substeps"] == 4
     summary = (out / "summary.md").read_text()
     assert "| rl | 0 |" in summary and "| opd | 0 |" in summary
     assert (out / "curves.png").stat().st_size > 0

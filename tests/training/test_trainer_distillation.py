@@ -16,6 +16,8 @@ pytest.importorskip("peft")
 import torch
 
 from agentrl.algo.distillation import datum_tokens, teacher_targets
+from agentrl.backends.base import LossName
+from agentrl.config.names import DistillSignal
 from agentrl.training.distillation import Distillation
 from agentrl.training.trainer import Trainer
 from tests.helpers.trainer_helpers import (
@@ -119,3 +121,63 @@ async def test_a_resumed_distillation_run_continues_identically(
     weights = dict(straight.backend.engine.model.named_parameters())  # type: ignore[attr-defined]
     for name, p in resumed.backend.engine.model.named_parameters():  # type: ignore[attr-defined]
         assert torch.equal(p, weights[name]), name
+
+
+async def test_teacher_tokens_train_cross_entropy_towards_the_teachers_labels(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    """`signal=teacher_tokens`: every trained target becomes the teacher's most likely token
+    in the student's context (checked against a direct forward pass of the teacher), the
+    student's tokens stay the inputs, and the update trains cross entropy."""
+    config = toy_config(
+        tmp_path / "run", max_steps=1, group_size=2, max_episode_steps=2, max_assistant_tokens=24
+    )
+    student = RecordingBackend(tiny_backend(config, qwen_tokenizer))
+    teacher_backend = tiny_backend(
+        toy_config(tmp_path / "teacher", seed=config.seed + 1), qwen_tokenizer
+    )
+    teacher = await teacher_backend.sampler()
+    teach = Distillation(teacher, signal=DistillSignal.TEACHER_TOKENS)
+    trainer = _distilling_trainer(config, qwen_tokenizer, teach, student)
+    try:
+        metrics = await trainer.update(1)
+    finally:
+        await trainer.close()
+    (datums,) = student.batches
+    assert student.losses == [LossName.CROSS_ENTROPY]
+    agreed = trained = 0
+    for datum in datums:
+        with torch.no_grad():  # the teacher's choice after each prefix of the student's tokens
+            ids = torch.tensor([datum.model_input.tolist()])
+            direct = teacher_backend.engine.model(input_ids=ids).logits[0].argmax(-1).numpy()
+        on = datum.mask > 0
+        np.testing.assert_array_equal(datum.target_tokens[on], direct[on])
+        # untrained targets are still the student's next tokens (the inputs shifted by one)
+        sampled = datum.model_input[1:]
+        np.testing.assert_array_equal(datum.target_tokens[:-1][~on[:-1]], sampled[~on[:-1]])
+        # agreement, known for every trained position but the last (its sampled token is
+        # not among the inputs)
+        agreed += int((sampled[on[:-1]] == direct[:-1][on[:-1]]).sum())
+        trained += int(on.sum())
+    assert trained > 0
+    share = metrics.backend["distill/agreement"]
+    assert agreed / trained <= share <= (agreed + len(datums)) / trained
+    assert share < 0.5  # two differently seeded tiny models mostly disagree
+    assert "distill/reverse_kl" not in metrics.backend
+    assert metrics.sampler_kl is None  # the labels are not the sampled tokens: no comparison
+
+
+async def test_teacher_tokens_need_a_labelling_teacher_and_no_reward_mix(
+    tmp_path: Path, qwen_tokenizer: Any
+) -> None:
+    class ScoresOnly:
+        async def compute_logprobs(self, tokens: Any) -> list[float | None]:
+            return [None] * len(tokens)
+
+    with pytest.raises(TypeError, match="top_tokens"):
+        Distillation(ScoresOnly(), signal=DistillSignal.TEACHER_TOKENS)
+    sampler = await tiny_backend(toy_config(tmp_path / "t"), qwen_tokenizer).sampler()
+    with pytest.raises(ValueError, match="reward_coef and advantage_clip do not apply"):
+        Distillation(sampler, reward_coef=1.0, signal=DistillSignal.TEACHER_TOKENS)
+    top = await sampler.top_tokens([1, 2, 3])
+    assert top[0] is None and len(top) == 3 and all(isinstance(t, int) for t in top[1:])

@@ -16,6 +16,16 @@ bounds what one token can weigh: a student far from its teacher samples tokens t
 gives logprobs of -10 or less, and unclipped those few tokens' pushes dominate the step (and
 can break the reply format); clipped, every disagreement still pushes the right way, by at
 most `c`.
+
+The other signal, teacher tokens: at every trained position the teacher names the token it
+finds most likely in the student's context (`LabellingTeacher.top_tokens`), and
+`teacher_labelled_datums` make it that position's target, so that cross entropy trains the
+student towards the teacher's choice in the states the student itself reaches (on-policy
+imitation, DAgger's hard labels). Where the sampled reverse KL only pushes the student's
+own token down when the teacher disagrees (moving its mass to every other token alike),
+the label says which token to put it on; and cross entropy tolerates several optimizer
+steps per batch where a policy-gradient loss drifts off its samples. `label_agreement` is
+the share of trained positions where the student sampled the teacher's token.
 """
 
 from __future__ import annotations
@@ -32,11 +42,14 @@ __all__ = [
     "datum_tokens",
     "distillation_advantages",
     "distilled_datums",
+    "label_agreement",
     "reverse_kl_per_token",
+    "teacher_labelled_datums",
     "teacher_targets",
 ]
 
 FloatArray = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
 
 
 def datum_tokens(datum: Datum) -> list[int]:
@@ -120,3 +133,52 @@ def distilled_datums(
         )
         for d, t in zip(datums, teachers, strict=True)
     ]
+
+
+def _teacher_labels(datum: Datum, prompt_aligned: Sequence[int | None]) -> IntArray:
+    """A teacher's prompt-aligned labels of `datum_tokens(datum)` as one label per target
+    position (-1 where it gave none). Refuses a wrong length, or a trained position left
+    without a label (naming it)."""
+    expected = len(datum.model_input) + 1
+    if len(prompt_aligned) != expected:
+        raise ValueError(
+            f"the teacher returned {len(prompt_aligned)} labels for a datum of {expected} "
+            "tokens: it must label every position of `datum_tokens(datum)`"
+        )
+    labels = np.array([-1 if v is None else int(v) for v in prompt_aligned[1:]], dtype=np.int64)
+    missing = np.flatnonzero((datum.mask > 0) & (labels < 0))
+    if missing.size:
+        raise ValueError(
+            f"the teacher gave no label for trained position(s) {missing[:5].tolist()}"
+        )
+    return labels
+
+
+def teacher_labelled_datums(
+    datums: Sequence[Datum], labels: Sequence[Sequence[int | None]]
+) -> list[Datum]:
+    """The datums with the target of every trained (masked) position replaced by the
+    teacher's label there (`labels`: one prompt-aligned answer of `top_tokens` per datum, for
+    `datum_tokens(datum)`); inputs, masks and every untrained target unchanged, so the
+    student's own tokens stay the context. Trained with cross entropy."""
+    if len(datums) != len(labels):
+        raise ValueError(f"{len(labels)} teacher label lists for {len(datums)} datums")
+    out = []
+    for datum, answer in zip(datums, labels, strict=True):
+        taught = _teacher_labels(datum, answer)
+        on = datum.mask > 0
+        targets = datum.target_tokens.copy()
+        targets[on] = taught[on].astype(targets.dtype)
+        out.append(replace(datum, target_tokens=targets))
+    return out
+
+
+def label_agreement(sampled: Sequence[Datum], labelled: Sequence[Datum]) -> float:
+    """Share of the trained positions where the student's sampled token is the teacher's
+    label (`labelled`: `teacher_labelled_datums(sampled, ...)`; 0.0 with none trained)."""
+    same = total = 0
+    for before, after in zip(sampled, labelled, strict=True):
+        on = before.mask > 0
+        same += int((before.target_tokens[on] == after.target_tokens[on]).sum())
+        total += int(on.sum())
+    return same / total if total else 0.0

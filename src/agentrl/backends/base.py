@@ -22,6 +22,7 @@ __all__ = [
     "CheckpointRef",
     "ForwardBackwardResult",
     "KLEstimator",
+    "LabellingTeacher",
     "LossConfig",
     "LossName",
     "LossNormalisation",
@@ -73,6 +74,17 @@ class Teacher(Protocol):
 
     async def compute_logprobs(self, tokens: Sequence[int]) -> list[float | None]:
         """`len(tokens)` entries: `None`, then log p(tokens[i] | tokens[:i]) for i >= 1."""
+        ...
+
+
+@runtime_checkable
+class LabellingTeacher(Protocol):
+    """Names its most likely next token at every position of given tokens (the teacher of
+    distillation's `teacher_tokens` signal). Prompt-aligned like `Teacher.compute_logprobs`.
+    `LocalSampler` is one."""
+
+    async def top_tokens(self, tokens: Sequence[int]) -> list[int | None]:
+        """`len(tokens)` entries: `None`, then argmax p(. | tokens[:i]) for i >= 1."""
         ...
 
 

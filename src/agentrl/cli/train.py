@@ -11,7 +11,7 @@ from typing import Any
 
 from agentrl.cli.args import Subparsers, add_config_arguments, config_from_args
 from agentrl.config import TrainConfig
-from agentrl.config.names import Objective
+from agentrl.config.names import DistillSignal, Objective
 from agentrl.core.env import close_env_factory
 from agentrl.core.types import TaskInfo
 from agentrl.training.checkpoints import CheckpointInfo
@@ -94,6 +94,8 @@ async def _objective(
         f"kl coef {config.teacher_kl_coef}, reward coef {config.teacher_reward_coef}, "
         f"advantage clip {config.teacher_advantage_clip}"
     )
+    if config.teacher_signal is DistillSignal.TEACHER_TOKENS:
+        coefs = "signal teacher_tokens (cross entropy towards the teacher's labels)"
     if config.objective is Objective.OPD:
         teacher: Any = await teacher_for(config, tokenizer)
         print(f"objective opd: teacher {config.teacher_model}, {coefs}, loss {config.loss.value}")
@@ -106,6 +108,7 @@ async def _objective(
         kl_coef=config.teacher_kl_coef,
         reward_coef=config.teacher_reward_coef,
         advantage_clip=config.teacher_advantage_clip,
+        signal=config.teacher_signal,
     )
     return {"distillation": distillation}
 
@@ -188,6 +191,7 @@ _NOT_RFT = (
     "teacher_kl_coef",
     "teacher_reward_coef",
     "teacher_advantage_clip",
+    "teacher_signal",
     "loss",
 )
 

@@ -108,6 +108,18 @@ class Objective(StrEnum):
     context (`EnvSpec.privileged`, e.g. the solution); otherwise as opd."""
 
 
+class DistillSignal(StrEnum):
+    """What a distillation teacher tells the student about each of its trained tokens
+    (`agentrl train --teacher-signal`, `agentrl.training.distillation.Distillation.signal`)."""
+
+    REVERSE_KL = "reverse_kl"
+    """The teacher's logprob of the student's token: advantage `teacher - student` (the
+    sampled reverse KL), trained with the configured policy loss (the series' OPD)."""
+    TEACHER_TOKENS = "teacher_tokens"
+    """The teacher's most likely token in the student's context: cross entropy towards it
+    at every trained position (on-policy imitation, DAgger-style hard labels)."""
+
+
 class StalePolicy(StrEnum):
     """What off-policy pipelining does with a group sampled more than k updates ago."""
 

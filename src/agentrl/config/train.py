@@ -23,6 +23,7 @@ from agentrl.config.common import CommonConfig, must_not_be
 from agentrl.config.names import (
     BackendName,
     BehaviourLogprobs,
+    DistillSignal,
     EstimatorName,
     Objective,
     StalePolicy,
@@ -100,6 +101,12 @@ class TrainConfig(CommonConfig):
         None,
         gt=0.0,
         description="opd / opsd: bound on each token's teacher - student gap (default: none)",
+    )
+    teacher_signal: DistillSignal = Field(
+        DistillSignal.REVERSE_KL,
+        description="opd: reverse_kl (advantage teacher - student logprob of the student's "
+        "token, the configured loss) or teacher_tokens (cross entropy towards the teacher's "
+        "most likely token at every trained position; a local-backend teacher)",
     )
     loss: LossName = Field(
         LossName.PPO,
@@ -253,6 +260,17 @@ class TrainConfig(CommonConfig):
             )
         if not opd and self.teacher_model is not None:
             raise ValueError("--teacher-model is the teacher of --objective opd only")
+        if self.teacher_signal is DistillSignal.TEACHER_TOKENS:
+            if not opd:
+                raise ValueError(
+                    "--teacher-signal teacher_tokens needs --objective opd (a teacher model "
+                    "that names its most likely tokens; opsd's privileged teacher only scores)"
+                )
+            if self.teacher_reward_coef or self.teacher_advantage_clip is not None:
+                raise ValueError(
+                    "--teacher-signal teacher_tokens trains cross entropy on the teacher's "
+                    "labels: leave out --teacher-reward-coef and --teacher-advantage-clip"
+                )
         if self.objective is not Objective.RL and (self.stream_groups or self.agent):
             what = "--stream-groups" if self.stream_groups else "--agent"
             raise ValueError(

@@ -286,16 +286,20 @@ class Trainer:
         if not datums:
             return _Trained(None, {}, timings, advantages)
         teacher: dict[str, float] = {}
+        loss, labelled = config.loss, False
         if self.distillation is not None:
             clock = time.perf_counter()
             batch = await distill_batch(datums, self.distillation, [t for t, _ in pairs])
             datums = batch.datums
-            teacher = {
-                "distill/reverse_kl": batch.reverse_kl,
-                "distill/teacher_logprob": batch.teacher_logprob,
-            }
+            teacher = batch.metrics
+            if batch.cross_entropy:  # the teacher's labels (its KL penalty still applies)
+                loss, labelled = LossName.CROSS_ENTROPY, True
             timings["teacher"] = time.perf_counter() - clock
-        trained = await self._fit(datums, config.loss, config.loss_config(), timings, number)
+        trained = await self._fit(datums, loss, config.loss_config(), timings, number)
+        if labelled and trained.result is not None:
+            # the targets are the teacher's labels, the datums' logprobs the sampled tokens':
+            # no sampler-vs-trainer comparison to report
+            trained = replace(trained, result=replace(trained.result, mismatch=None))
         return replace(trained, scalars={**trained.scalars, **teacher}, advantages=advantages)
 
     async def _fit(

@@ -131,6 +131,17 @@ class ModelEngine:
         """Logprob of each token given the previous ones (length len(tokens) - 1), no grad."""
         with self.lock, torch.no_grad():
             ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
-            hidden = self.hidden_states(ids)[0, :-1]
-            logp = torch.log_softmax(self.unembed(hidden), dim=-1)
+            logp = self._next_token_logprobs(ids)
             return logp.gather(-1, ids[0, 1:, None])[:, 0].cpu()
+
+    def sequence_top_tokens(self, tokens: Sequence[int]) -> torch.Tensor:
+        """The most likely token after each prefix `tokens[:i]`, i >= 1 (length
+        len(tokens) - 1), no grad."""
+        with self.lock, torch.no_grad():
+            ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
+            return self._next_token_logprobs(ids).argmax(dim=-1).cpu()
+
+    def _next_token_logprobs(self, ids: torch.Tensor) -> torch.Tensor:
+        """Log-softmax over the vocabulary after each prefix of the one row `ids`."""
+        hidden = self.hidden_states(ids)[0, :-1]
+        return torch.log_softmax(self.unembed(hidden), dim=-1)

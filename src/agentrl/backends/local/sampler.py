@@ -139,6 +139,18 @@ class LocalSampler:
         values = await asyncio.to_thread(self.engine.sequence_logprobs, ids)
         return [None, *(float(v) for v in values.tolist())]
 
+    async def top_tokens(self, tokens: Sequence[int]) -> list[int | None]:
+        """`LabellingTeacher`: None, then the model's most likely token after each prefix
+        (one forward pass of the live weights, no gradient, on a worker thread)."""
+        ids = [int(t) for t in tokens]
+        if not ids:
+            raise ValueError("top_tokens needs at least one token")
+        check_token_ids(ids, self.engine.vocab_size, "top_tokens' input")
+        if len(ids) == 1:
+            return [None]
+        labels = await asyncio.to_thread(self.engine.sequence_top_tokens, ids)
+        return [None, *(int(v) for v in labels.tolist())]
+
     async def sample_detailed(
         self,
         prompt_tokens: Sequence[int],
