@@ -32,15 +32,18 @@ def _last_metrics(run_dir: Path) -> dict[str, object]:
     return json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
 
 
+def _opd(teacher: Path, run_dir: Path, *flags: str) -> tuple[int, str]:
+    """`agentrl train --objective opd` of a seed-7 student of `teacher` (a checkpoint record)."""
+    argv = ["train", *SMALL, "--objective", "opd", "--teacher-model", str(teacher)]
+    return _run(*argv, "--seed", "7", "--run-dir", str(run_dir), *flags)
+
+
 def test_train_objective_opd_distils_a_teacher_checkpoint(tmp_path: Path) -> None:
     status, out = _run("train", *SMALL, "--run-dir", str(tmp_path / "teacher"))
     assert status == 0, out
     record = tmp_path / "teacher" / "checkpoints" / "update-0001.json"
     student = tmp_path / "student"
-    status, out = _run(
-        "train", *SMALL, "--objective", "opd", "--teacher-model", str(record),
-        "--seed", "7", "--run-dir", str(student), "--teacher-advantage-clip", "0.5",
-    )  # fmt: skip
+    status, out = _opd(record, student, "--teacher-advantage-clip", "0.5")
     assert status == 0, out
     assert "objective opd: teacher" in out and "loss importance_sampling" in out
     assert "advantage clip 0.5" in out
@@ -49,10 +52,7 @@ def test_train_objective_opd_distils_a_teacher_checkpoint(tmp_path: Path) -> Non
     assert backend["distill/reverse_kl"] != 0.0  # two differently seeded tiny models
     assert backend["distill/teacher_logprob"] < 0.0
     labelled = tmp_path / "labelled"
-    status, out = _run(
-        "train", *SMALL, "--objective", "opd", "--teacher-model", str(record),
-        "--seed", "7", "--run-dir", str(labelled), "--teacher-signal", "teacher_tokens",
-    )  # fmt: skip
+    status, out = _opd(record, labelled, "--teacher-signal", "teacher_tokens")
     assert status == 0, out
     assert "signal teacher_tokens" in out
     backend = _last_metrics(labelled)["backend"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -130,26 +130,33 @@ class LocalSampler:
     async def compute_logprobs(self, tokens: Sequence[int]) -> list[float | None]:
         """`Teacher`: None, then the model's logprob of each token given the ones before it
         (one forward pass of the live weights, no gradient, on a worker thread)."""
-        ids = [int(t) for t in tokens]
-        if not ids:
-            raise ValueError("compute_logprobs needs at least one token")
-        check_token_ids(ids, self.engine.vocab_size, "compute_logprobs' input")
-        if len(ids) == 1:
-            return [None]
-        values = await asyncio.to_thread(self.engine.sequence_logprobs, ids)
-        return [None, *(float(v) for v in values.tolist())]
+        values = await self._after_each_prefix(
+            tokens, "compute_logprobs", self.engine.sequence_logprobs
+        )
+        return [None, *(float(v) for v in values)]
 
     async def top_tokens(self, tokens: Sequence[int]) -> list[int | None]:
         """`LabellingTeacher`: None, then the model's most likely token after each prefix
         (one forward pass of the live weights, no gradient, on a worker thread)."""
+        values = await self._after_each_prefix(
+            tokens, "top_tokens", self.engine.sequence_top_tokens
+        )
+        return [None, *(int(v) for v in values)]
+
+    async def _after_each_prefix(
+        self, tokens: Sequence[int], method: str, compute: Callable[[list[int]], torch.Tensor]
+    ) -> list[float]:
+        """`compute`'s answer after each prefix `tokens[:i]`, i >= 1 (one forward pass of the
+        engine, on a worker thread); `tokens` refused, naming `method`, when empty or outside
+        the vocabulary."""
         ids = [int(t) for t in tokens]
         if not ids:
-            raise ValueError("top_tokens needs at least one token")
-        check_token_ids(ids, self.engine.vocab_size, "top_tokens' input")
+            raise ValueError(f"{method} needs at least one token")
+        check_token_ids(ids, self.engine.vocab_size, f"{method}' input")
         if len(ids) == 1:
-            return [None]
-        labels = await asyncio.to_thread(self.engine.sequence_top_tokens, ids)
-        return [None, *(int(v) for v in labels.tolist())]
+            return []
+        values: list[float] = (await asyncio.to_thread(compute, ids)).tolist()
+        return values
 
     async def sample_detailed(
         self,
