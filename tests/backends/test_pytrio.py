@@ -155,11 +155,17 @@ class FakeSamplingCoordinator:
                 )
             )
         prompt_logprobs = None
+        topk = None
+        tokens = [t for chunk in request.prompt.chunks for t in chunk.tokens]
         if request.return_prompt_logprobs:  # a fixed function of each prompt token: -id / 100
-            tokens = [t for chunk in request.prompt.chunks for t in chunk.tokens]
             prompt_logprobs = [None, *(-t / 100 for t in tokens[1:])]
+        if request.topk_prompt_logprobs:  # the "most likely" token after each prefix: 2 x id
+            k = request.topk_prompt_logprobs
+            topk = [None, *([(2 * t + j, -0.1 * (j + 1)) for j in range(k)] for t in tokens[:-1])]
         return APIFuture.completed(
-            ActorSampleResponse(sequences=sequences, prompt_logprobs=prompt_logprobs)
+            ActorSampleResponse(
+                sequences=sequences, prompt_logprobs=prompt_logprobs, topk_prompt_logprobs=topk
+            )
         )
 
 
@@ -215,6 +221,24 @@ async def test_remote_sampler_is_a_teacher_through_real_sampling_client(sdk_loop
     assert logprobs == [None, -0.5, -0.07]
     with pytest.raises(ValueError, match="at least one token"):
         await sampler.compute_logprobs([])
+
+
+async def test_remote_sampler_names_its_top_tokens_through_real_sampling_client(sdk_loop) -> None:
+    """`top_tokens` (the teacher-token signal's teacher): one prefill through pytrio's own
+    `sample_async` with `topk_prompt_logprobs=1`, the top token of each row, prompt-aligned."""
+    from agentrl.backends.base import LabellingTeacher
+
+    coordinator = FakeSamplingCoordinator()
+    sampler = RemoteSampler(_sampling_client(sdk_loop, coordinator))
+    assert isinstance(sampler, LabellingTeacher)
+    labels = await sampler.top_tokens([4, 50, 7])
+    (request,) = coordinator.requests
+    assert request.topk_prompt_logprobs == 1 and request.return_prompt_logprobs is True
+    assert request.num_samples == 1 and request.sampling_params["max_tokens"] == 1
+    assert request.prompt.chunks[0].tokens == [4, 50, 7]
+    assert labels == [None, 8, 100]  # after [4]: 2 x 4; after [4, 50]: 2 x 50
+    with pytest.raises(ValueError, match="top_tokens needs at least one token"):
+        await sampler.top_tokens([])
 
 
 async def test_remote_sampler_bounds_requests_in_flight(sdk_loop) -> None:

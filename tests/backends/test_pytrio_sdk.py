@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 import pytest
@@ -150,3 +151,30 @@ def test_rank_limits_per_sdk() -> None:
     TinkerSdk().check_rank(128)  # the service decides
     with pytest.raises(ValueError, match=">= 1"):
         TinkerSdk().check_rank(0)
+
+
+async def test_tinker_top_prompt_tokens_uses_samples_real_signature() -> None:
+    """TinkerSdk.top_prompt_tokens: its `sample` call binds to tinker's real
+    `SamplingClient.sample` signature, and it reads tinker's own `SampleResponse`."""
+    tinker = pytest.importorskip("tinker")
+    import inspect
+
+    from agentrl.backends.pytrio_sdk import TinkerSdk
+
+    signature = inspect.signature(tinker.SamplingClient.sample)
+    calls: list[inspect.BoundArguments] = []
+
+    class EdgeClient:  # the network edge: tinker's response type, built as the service would
+        async def sample(self, *args: Any, **kwargs: Any) -> Any:
+            calls.append(signature.bind(self, *args, **kwargs))
+            rows = [None, [(8, -0.1)], [(100, -0.2)]]
+            return tinker.types.SampleResponse(sequences=[], _topk_prompt_logprobs_list=rows)
+
+    sdk = TinkerSdk()
+    prompt = tinker.types.ModelInput.from_ints([4, 50, 7])
+    rows = await sdk.top_prompt_tokens(EdgeClient(), prompt)
+    assert rows == [None, [(8, -0.1)], [(100, -0.2)]]
+    (bound,) = calls
+    assert bound.arguments["topk_prompt_logprobs"] == 1
+    assert bound.arguments["include_prompt_logprobs"] is True
+    assert bound.arguments["sampling_params"].max_tokens == 1

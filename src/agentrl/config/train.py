@@ -106,7 +106,7 @@ class TrainConfig(CommonConfig):
         DistillSignal.REVERSE_KL,
         description="opd: reverse_kl (advantage teacher - student logprob of the student's "
         "token, the configured loss) or teacher_tokens (cross entropy towards the teacher's "
-        "most likely token at every trained position; a local-backend teacher)",
+        "most likely token at every trained position; a local or PyTRIO/Tinker teacher)",
     )
     loss: LossName = Field(
         LossName.PPO,

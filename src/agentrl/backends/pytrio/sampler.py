@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agentrl.backends.base import SamplingParams
@@ -79,9 +79,27 @@ class RemoteSampler:
     async def compute_logprobs(self, tokens: Sequence[int]) -> list[float | None]:
         """`Teacher`: the service's prompt-aligned logprobs of `tokens` (the first None; None
         also where the service scored none), within the in-flight bound."""
+        logprobs = await self._prompt_rows(tokens, "compute_logprobs", self.sdk.compute_logprobs)
+        return [None if v is None else float(v) for v in logprobs]
+
+    async def top_tokens(self, tokens: Sequence[int]) -> list[int | None]:
+        """`LabellingTeacher`: the service's most likely token after each prefix of `tokens`
+        (prompt-aligned, the first None; None also where the service gave none), from one
+        prefill with `topk_prompt_logprobs=1`, within the in-flight bound."""
+        rows = await self._prompt_rows(tokens, "top_tokens", self.sdk.top_prompt_tokens)
+        return [int(row[0][0]) if row else None for row in rows]
+
+    async def _prompt_rows(
+        self,
+        tokens: Sequence[int],
+        method: str,
+        ask: Callable[[Any, Any], Awaitable[Sequence[Any]]],
+    ) -> list[Any]:
+        """`ask`'s prompt-aligned rows for `tokens` (one per token), within the in-flight
+        bound; `tokens` refused, naming `method`, when empty or over the sampling limit."""
         prompt = [int(t) for t in tokens]
         if not prompt:
-            raise ValueError("compute_logprobs needs at least one token")
+            raise ValueError(f"{method} needs at least one token")
         limit = self.limits.max_sample_len
         if limit is not None and len(prompt) + 1 > limit:
             raise ValueError(
@@ -89,11 +107,11 @@ class RemoteSampler:
             )
         model_input = self.sdk.types.ModelInput.from_ints(prompt)
         async with self._gate():
-            logprobs = list(await self.sdk.compute_logprobs(self.client, model_input))
+            rows = list(await ask(self.client, model_input))
         self.prompt_tokens += len(prompt)
-        if len(logprobs) != len(prompt):
-            raise ValueError(f"the service scored {len(logprobs)} of {len(prompt)} tokens")
-        return [None if v is None else float(v) for v in logprobs]
+        if len(rows) != len(prompt):
+            raise ValueError(f"the service scored {len(rows)} of {len(prompt)} tokens")
+        return rows
 
     async def close(self) -> None:
         """Finish the session of the service client this sampler owns (if it owns one)."""

@@ -172,6 +172,16 @@ class PyTrioSdk:
         result: list[float | None] = await client.compute_logprobs_async(prompt)
         return result
 
+    async def top_prompt_tokens(self, client: Any, prompt: Any) -> list[Any]:
+        """Prompt-aligned rows of the most likely token after each prefix of `prompt` (each
+        a list of one `(token, logprob)`, or None): one prefill, `topk_prompt_logprobs=1`,
+        one generated token dropped."""
+        response = await client.sample_async(
+            prompt, num_samples=1, sampling_params=self.types.SamplingParams(max_tokens=1),
+            include_prompt_logprobs=True, topk_prompt_logprobs=1,
+        )  # fmt: skip
+        return list(response.topk_prompt_logprobs or [])
+
     async def limits(self, service: Any, base_model: str) -> RemoteLimits:
         """The service's training and sampling limits for `base_model`."""
         caps = await service.get_server_capabilities_async()
@@ -295,6 +305,14 @@ class TinkerSdk(PyTrioSdk):
         deprecated)."""
         result: list[float | None] = await client.compute_logprobs(prompt)
         return result
+
+    async def top_prompt_tokens(self, client: Any, prompt: Any) -> list[Any]:
+        """As pytrio's, through Tinker's `sample` (an awaitable future)."""
+        response = await client.sample(
+            prompt, num_samples=1, sampling_params=self.types.SamplingParams(max_tokens=1),
+            include_prompt_logprobs=True, topk_prompt_logprobs=1,
+        )  # fmt: skip
+        return list(response.topk_prompt_logprobs or [])
 
     async def limits(self, service: Any, base_model: str) -> RemoteLimits:
         """Tinker reports only the context length per model (read through its RestClient)."""
