@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +51,7 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
+T = TypeVar("T")
 
 
 def datum_tokens(datum: Datum) -> list[int]:
@@ -58,18 +60,23 @@ def datum_tokens(datum: Datum) -> list[int]:
     return [*datum.model_input.tolist(), int(datum.target_tokens[-1])]
 
 
-def teacher_targets(datum: Datum, prompt_aligned: Sequence[float | None]) -> FloatArray:
-    """A teacher's prompt-aligned logprobs of `datum_tokens(datum)` as one logprob per target
-    token (NaN where the teacher gave none). Refuses a wrong length."""
+def _per_target(datum: Datum, prompt_aligned: Sequence[T], what: str) -> Sequence[T]:
+    """A teacher's prompt-aligned answer for `datum_tokens(datum)` as one entry per target
+    position (the first, for nothing, dropped). Refuses a wrong length, naming `what`."""
     expected = len(datum.model_input) + 1
     if len(prompt_aligned) != expected:
         raise ValueError(
-            f"the teacher returned {len(prompt_aligned)} logprobs for a datum of {expected} "
-            "tokens: it must score every token of `datum_tokens(datum)`"
+            f"the teacher returned {len(prompt_aligned)} {what} for a datum of {expected} "
+            "tokens: it must answer for every token of `datum_tokens(datum)`"
         )
-    return np.array(
-        [np.nan if v is None else float(v) for v in prompt_aligned[1:]], dtype=np.float32
-    )
+    return prompt_aligned[1:]
+
+
+def teacher_targets(datum: Datum, prompt_aligned: Sequence[float | None]) -> FloatArray:
+    """A teacher's prompt-aligned logprobs of `datum_tokens(datum)` as one logprob per target
+    token (NaN where the teacher gave none). Refuses a wrong length."""
+    scores = _per_target(datum, prompt_aligned, "logprobs")
+    return np.array([np.nan if v is None else float(v) for v in scores], dtype=np.float32)
 
 
 def reverse_kl_per_token(student: FloatArray, teacher: FloatArray, mask: FloatArray) -> float:
@@ -139,13 +146,8 @@ def _teacher_labels(datum: Datum, prompt_aligned: Sequence[int | None]) -> IntAr
     """A teacher's prompt-aligned labels of `datum_tokens(datum)` as one label per target
     position (-1 where it gave none). Refuses a wrong length, or a trained position left
     without a label (naming it)."""
-    expected = len(datum.model_input) + 1
-    if len(prompt_aligned) != expected:
-        raise ValueError(
-            f"the teacher returned {len(prompt_aligned)} labels for a datum of {expected} "
-            "tokens: it must label every position of `datum_tokens(datum)`"
-        )
-    labels = np.array([-1 if v is None else int(v) for v in prompt_aligned[1:]], dtype=np.int64)
+    answer = _per_target(datum, prompt_aligned, "labels")
+    labels = np.array([-1 if v is None else int(v) for v in answer], dtype=np.int64)
     missing = np.flatnonzero((datum.mask > 0) & (labels < 0))
     if missing.size:
         raise ValueError(

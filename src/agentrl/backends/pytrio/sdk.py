@@ -163,9 +163,14 @@ class PyTrioSdk:
         """Save sampler weights; return their path."""
         return str((await (await client.save_weights_for_sampler_async(name))).path)
 
-    async def sample(self, client: Any, prompt: Any, num_samples: int, params: Any) -> Any:
-        """Sample and wait for the response."""
-        return await client.sample_async(prompt, num_samples=num_samples, sampling_params=params)
+    async def sample(
+        self, client: Any, prompt: Any, num_samples: int, params: Any, **options: Any
+    ) -> Any:
+        """Sample and wait for the response (`options`: the SDK's other sample arguments,
+        e.g. `topk_prompt_logprobs`)."""
+        return await client.sample_async(
+            prompt, num_samples=num_samples, sampling_params=params, **options
+        )
 
     async def compute_logprobs(self, client: Any, prompt: Any) -> list[float | None]:
         """Prompt-aligned logprobs of `prompt`'s tokens (the first None)."""
@@ -176,10 +181,10 @@ class PyTrioSdk:
         """Prompt-aligned rows of the most likely token after each prefix of `prompt` (each
         a list of one `(token, logprob)`, or None): one prefill, `topk_prompt_logprobs=1`,
         one generated token dropped."""
-        response = await client.sample_async(
-            prompt, num_samples=1, sampling_params=self.types.SamplingParams(max_tokens=1),
-            include_prompt_logprobs=True, topk_prompt_logprobs=1,
-        )  # fmt: skip
+        one_token = self.types.SamplingParams(max_tokens=1)
+        response = await self.sample(
+            client, prompt, 1, one_token, include_prompt_logprobs=True, topk_prompt_logprobs=1
+        )
         return list(response.topk_prompt_logprobs or [])
 
     async def limits(self, service: Any, base_model: str) -> RemoteLimits:
@@ -296,23 +301,19 @@ class TinkerSdk(PyTrioSdk):
         """Save sampler weights; return their path."""
         return str((await client.save_weights_for_sampler(name)).path)
 
-    async def sample(self, client: Any, prompt: Any, num_samples: int, params: Any) -> Any:
-        """Sample and wait for the response."""
-        return await client.sample(prompt, num_samples=num_samples, sampling_params=params)
+    async def sample(
+        self, client: Any, prompt: Any, num_samples: int, params: Any, **options: Any
+    ) -> Any:
+        """Sample and wait for the response (Tinker's `sample` returns an awaitable future)."""
+        return await client.sample(
+            prompt, num_samples=num_samples, sampling_params=params, **options
+        )
 
     async def compute_logprobs(self, client: Any, prompt: Any) -> list[float | None]:
         """Tinker's `compute_logprobs` returns an awaitable future (its `_async` twin is
         deprecated)."""
         result: list[float | None] = await client.compute_logprobs(prompt)
         return result
-
-    async def top_prompt_tokens(self, client: Any, prompt: Any) -> list[Any]:
-        """As pytrio's, through Tinker's `sample` (an awaitable future)."""
-        response = await client.sample(
-            prompt, num_samples=1, sampling_params=self.types.SamplingParams(max_tokens=1),
-            include_prompt_logprobs=True, topk_prompt_logprobs=1,
-        )  # fmt: skip
-        return list(response.topk_prompt_logprobs or [])
 
     async def limits(self, service: Any, base_model: str) -> RemoteLimits:
         """Tinker reports only the context length per model (read through its RestClient)."""
