@@ -122,6 +122,29 @@ async def test_compute_logprobs_equals_the_torch_model(setup: dict[str, Any]) ->
     assert await sampler.compute_logprobs(tokens[:1]) == [None]
 
 
+async def test_top_tokens_equal_the_torch_models_argmax(setup: dict[str, Any]) -> None:
+    """`LabellingTeacher`: vLLM's rank-1 prompt token after each prefix is the torch model's
+    argmax (the base model), both where the given token is the top one and where it is not."""
+    from agentrl.backends.base import LabellingTeacher
+
+    sampler, local = setup["sampler"], setup["local"]
+    assert isinstance(sampler, LabellingTeacher)
+    prompt = _prompt(setup["tokenizer"], 20)
+    (greedy,) = await sampler.sample(
+        prompt, 1, SamplingParams(temperature=0.0, max_tokens=6), lora_request=None
+    )
+    tokens = [*prompt, *greedy.tokens]  # the tail is the model's own argmax: rank 1 = itself
+    got = await sampler.top_tokens(tokens, lora_request=None)
+    assert got[0] is None and len(got) == len(tokens)
+    want = local.engine.sequence_top_tokens(tokens).tolist()
+    assert got[1:] == want
+    assert got[len(prompt) :] == list(greedy.tokens)
+    assert sum(a != b for a, b in zip(got[1:], tokens[1:], strict=True)) > 0  # random words
+    assert await sampler.top_tokens(tokens[:1]) == [None]
+    with pytest.raises(ValueError, match="top_tokens needs at least one token"):
+        await sampler.top_tokens([])
+
+
 async def test_lora_from_the_trainer_changes_the_samples(setup: dict[str, Any]) -> None:
     backend, local = setup["backend"], setup["local"]
     prompt = _prompt(setup["tokenizer"], 10)
@@ -153,3 +176,6 @@ async def test_lora_from_the_trainer_changes_the_samples(setup: dict[str, Any]) 
     scored = await sampler.compute_logprobs([*prompt, *after.tokens])
     tail = np.asarray(scored[len(prompt) :], dtype=np.float64)
     assert np.abs(tail - np.asarray(after.logprobs)).max() < LOGPROB_TOLERANCE
+    # and a labelling teacher: its argmax after each prefix is what it decoded greedily
+    labels = await sampler.top_tokens([*prompt, *after.tokens])
+    assert labels[len(prompt) :] == list(after.tokens)

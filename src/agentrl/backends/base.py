@@ -81,7 +81,7 @@ class Teacher(Protocol):
 class LabellingTeacher(Protocol):
     """Names its most likely next token at every position of given tokens (the teacher of
     distillation's `teacher_tokens` signal). Prompt-aligned like `Teacher.compute_logprobs`.
-    `LocalSampler` and the PyTRIO/Tinker `RemoteSampler` are."""
+    `LocalSampler`, the PyTRIO/Tinker `RemoteSampler` and `VllmSampler` are."""
 
     async def top_tokens(self, tokens: Sequence[int]) -> list[int | None]:
         """`len(tokens)` entries: `None`, then argmax p(. | tokens[:i]) for i >= 1."""

@@ -223,13 +223,40 @@ class VllmSampler:
         """`Teacher`: None, then the model's logprob of each token given the ones before it:
         one prefill with vLLM's prompt logprobs (`prompt_logprobs=0`: the prompt token's own
         entry at each position), one token generated and dropped."""
+        ids = [int(t) for t in tokens]
+        entries = await self._prompt_entries(ids, 0, lora_request, "compute_logprobs")
+        out: list[float | None] = [None]
+        for token, entry in zip(ids[1:], entries[1:], strict=True):
+            out.append(None if entry is None or token not in entry else float(entry[token].logprob))
+        return out
+
+    async def top_tokens(
+        self, tokens: Sequence[int], *, lora_request: Any = CURRENT
+    ) -> list[int | None]:
+        """`LabellingTeacher`: None, then the model's most likely token after each prefix of
+        `tokens`: one prefill with `prompt_logprobs=1` (each position's entries are the prompt
+        token's and the top one's, told apart by vLLM's rank 1), one token generated and
+        dropped."""
+        ids = [int(t) for t in tokens]
+        entries = await self._prompt_entries(ids, 1, lora_request, "top_tokens")
+        out: list[int | None] = [None]
+        for entry in entries[1:]:
+            top = [token for token, logprob in (entry or {}).items() if logprob.rank == 1]
+            out.append(int(top[0]) if top else None)
+        return out
+
+    async def _prompt_entries(
+        self, ids: list[int], top: int, lora_request: Any, method: str
+    ) -> list[Any]:
+        """vLLM's prompt-aligned prompt-logprob entries of `ids` (`prompt_logprobs=top`);
+        for one token, `[None]` without asking. `ids` refused, naming `method`, when empty or
+        too long for `max_model_len`."""
         if lora_request is CURRENT:
             lora_request = self.lora_request
         if self._closed:
             raise RuntimeError("VllmSampler is closed")
-        ids = [int(t) for t in tokens]
         if not ids:
-            raise ValueError("compute_logprobs needs at least one token")
+            raise ValueError(f"{method} needs at least one token")
         if len(ids) == 1:
             return [None]
         if len(ids) >= self.max_model_len:
@@ -244,7 +271,7 @@ class VllmSampler:
             n=1,
             max_tokens=1,
             temperature=1.0,
-            prompt_logprobs=0,
+            prompt_logprobs=top,
             output_kind=RequestOutputKind.FINAL_ONLY,
             skip_special_tokens=False,
             detokenize=False,
@@ -252,11 +279,8 @@ class VllmSampler:
         final = await self._final(ids, request, lora_request)
         entries = None if final is None else final.prompt_logprobs
         if entries is None or len(entries) != len(ids):
-            raise RuntimeError("vLLM returned no prompt logprobs for some tokens")
-        out: list[float | None] = [None]
-        for token, entry in zip(ids[1:], list(entries)[1:], strict=True):
-            out.append(None if entry is None or token not in entry else float(entry[token].logprob))
-        return out
+            raise RuntimeError(f"vLLM returned no prompt logprobs for some tokens ({method})")
+        return list(entries)
 
     async def close(self) -> None:
         """Shut the engine down (idempotent)."""
@@ -301,6 +325,11 @@ class AdapterSampler:
     async def compute_logprobs(self, tokens: Sequence[int]) -> list[float | None]:
         """`Teacher`: this adapter's logprob of each token (see `VllmSampler.compute_logprobs`)."""
         return await self.vllm.compute_logprobs(tokens, lora_request=self.lora_request)
+
+    async def top_tokens(self, tokens: Sequence[int]) -> list[int | None]:
+        """`LabellingTeacher`: this adapter's most likely token after each prefix of `tokens`
+        (see `VllmSampler.top_tokens`)."""
+        return await self.vllm.top_tokens(tokens, lora_request=self.lora_request)
 
 
 class VllmBackend:

@@ -81,8 +81,8 @@ class Distillation:
         if not isinstance(self.teacher, LabellingTeacher):
             raise TypeError(
                 f"Distillation.signal teacher_tokens needs a teacher with `async "
-                f"top_tokens(tokens)` (a LabellingTeacher: LocalSampler, or PyTRIO/Tinker's "
-                f"RemoteSampler), "
+                f"top_tokens(tokens)` (a LabellingTeacher: LocalSampler, PyTRIO/Tinker's "
+                f"RemoteSampler or VllmSampler), "
                 f"got {type(self.teacher).__name__}; use signal reverse_kl with this teacher"
             )
         if self.reward_coef or self.advantage_clip is not None:
