@@ -124,7 +124,11 @@ def test_the_recipe_names_its_protocols() -> None:
     assert not scratch_protocol("plain").restate_task
     restating = scratch_protocol("plain-task")
     assert isinstance(restating, PlainCommandProtocol) and restating.restate_task
-    with pytest.raises(ValueError, match="'tool', 'plain', 'plain-task', got 'plian'"):
+    assert not restating.include_admissible
+    listing = scratch_protocol("plain-actions")
+    assert isinstance(listing, PlainCommandProtocol)
+    assert listing.restate_task and listing.include_admissible
+    with pytest.raises(ValueError, match="'plain-task', 'plain-actions', got 'plian'"):
         scratch_protocol("plian")  # type: ignore[arg-type]
 
 
@@ -380,6 +384,18 @@ async def test_windowed_demonstrations_are_the_explorer_episodes_under_the_windo
     ]  # every non-mistake reply trained exactly once, under the window as without it
     longest = max(len(d.target_tokens) for e in cut_datums for d in e)
     assert longest < max(len(d.target_tokens) for e in full_datums for d in e)
+    # a trajectory budget the windowed prompts fit and the whole history does not: only the
+    # window's budget applies (the whole-history pass just records the explorer's replies)
+    budget = (512, longest + 1 + 512)
+    assert budget[1] < max(len(d.target_tokens) for e in full_datums for d in e)
+    run = _Run(windowed)
+    try:
+        tight, _ = await run.explore(tokenizer, games.train, budget, noise)
+    finally:
+        await run.factory.close()
+    assert [[u.assistant_text for u in t.turns] for g in tight for t in g.trajectories] == [
+        [u.assistant_text for u in t.turns] for t in cut_t
+    ]
 
 
 async def test_the_imitated_model_is_saved_and_reused_only_for_the_same_setup(

@@ -118,7 +118,7 @@ __all__ = [
 ]
 
 
-ScratchProtocol = Literal["tool", "plain", "plain-task"]
+ScratchProtocol = Literal["tool", "plain", "plain-task", "plain-actions"]
 """The recipe's protocols by name (`scratch_protocol`)."""
 
 
@@ -145,7 +145,8 @@ class ScratchSetup:
     protocol: ScratchProtocol = "tool"
     """"tool": the recipe's `alfworld_step` calls; "plain": the reply is the command itself,
     observations only (`alfworld_plain_protocol`, under half the tokens); "plain-task": plain
-    with the goal restated in every tool message."""
+    with the goal restated in every tool message; "plain-actions": plain-task with the
+    admissible commands listed in every message (the recipe's optional lists)."""
     search_order: SearchOrder = "surfaces_first"
     """The explorer's search order (`agentrl.envs.alfworld.explorer.SearchOrder`)."""
     relabeled_copies: int = 0
@@ -314,6 +315,9 @@ per-turn one among turns from the same game state), 4 optimizer steps of lr 1e-4
 a KL penalty (0.05) to the imitated model; evaluation is greedy on 96 valid_unseen games.
 Measured in docs/alfworld.md."""
 PRESETS = {"gpu": GPU, "cpu": CPU, "cpu-smoke": CPU_SMOKE}
+RECORDING_TRAJECTORY_TOKENS = 1 << 24
+"""The token budget of the explorer's whole-history pass under a context window (no model
+reads those prompts: the window's replay is what the model learns from)."""
 BYTE_BUDGET = (512, 131_072)
 """Reply and trajectory tokens of the tokenizer's corpus episodes (byte-level tokens)."""
 
@@ -543,14 +547,17 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
 
 def scratch_protocol(name: ScratchProtocol) -> CommandTool | PlainCommandProtocol:
     """The recipe's protocol by name: "tool" (`alfworld_step` calls, no action lists),
-    "plain" (`alfworld_plain_protocol`) or "plain-task" (the same, the goal restated in every
-    tool message)."""
+    "plain" (`alfworld_plain_protocol`), "plain-task" (the same, the goal restated in every
+    tool message) or "plain-actions" (plain-task, the admissible commands listed in every
+    message)."""
     if name == "tool":
         return alfworld_tool_protocol(include_admissible=False)
     if name == "plain":
         return alfworld_plain_protocol()
     if name == "plain-task":
         return alfworld_plain_protocol(restate_task=True)
+    if name == "plain-actions":
+        return alfworld_plain_protocol(restate_task=True, include_admissible=True)
     raise ValueError(
         f"ScratchSetup.protocol must be one of {', '.join(map(repr, get_args(ScratchProtocol)))}"
         f", got {name!r}"
@@ -625,7 +632,13 @@ class _Run:
         if not windowed or self.setup.context_window is None:
             return await self.play(sampler, tokenizer, tasks, 1, budget, FullHistory())
         recording = RecordingSampler(sampler)
-        played, score = await self.play(recording, tokenizer, tasks, 1, budget, FullHistory())
+        # the whole history only records the explorer's replies (no model reads it), so only
+        # the step limit cuts it: the replay under the window must never outrun its recording
+        reply = (budget or (self.setup.max_reply_tokens, 0))[0]
+        recorded_budget = (reply, RECORDING_TRAJECTORY_TOKENS)
+        played, score = await self.play(
+            recording, tokenizer, tasks, 1, recorded_budget, FullHistory()
+        )
         groups, _ = await self.play(ReplaySampler(recording.replies), tokenizer, tasks, 1, budget)
         for whole, cut in zip(played, groups, strict=True):
             recorded, replayed = whole.trajectories[0], cut.trajectories[0]

@@ -56,7 +56,6 @@ def alfworld_tool_protocol(*, include_admissible: bool = True) -> CommandTool:
             "One ALFWorld command with full instance names, e.g. 'go to countertop 1'."
         ),
         include_admissible=include_admissible,
-        hidden_actions=frozenset({"help"}),
         status=StatusTexts(
             won="Status: completed successfully. The task is done.",
             ended="Status: the episode ended without success.",
@@ -76,16 +75,20 @@ def alfworld_tool_protocol(*, include_admissible: bool = True) -> CommandTool:
 ALFWORLD_PLAIN_SYSTEM_PROMPT = "Reply with one command."
 
 
-def alfworld_plain_protocol(restate_task: bool = False) -> PlainCommandProtocol:
+def alfworld_plain_protocol(
+    restate_task: bool = False, include_admissible: bool = False
+) -> PlainCommandProtocol:
     """ALFWorld for small models trained from scratch: the reply is the command itself, no
     tool markup, no action lists and no step counter; each tool message is the observation,
     after a short status line only when the turn was not simply executed (an explorer episode
     of small-room "put" games: 430 tokens against about 1,000 with the tool protocol). With
     `restate_task` every tool message also repeats the goal (`Task: ...`) before the
-    observation, as verl-agent's ALFWorld prompt does."""
+    observation, as verl-agent's ALFWorld prompt does. With `include_admissible` every
+    message lists the executable commands (the env leaves `help` out) before the
+    observation, as the recipe's optional lists do."""
     return PlainCommandProtocol(
         system_prompt=ALFWORLD_PLAIN_SYSTEM_PROMPT,
-        include_admissible=False,
+        include_admissible=include_admissible,
         show_steps=False,
         restate_task=restate_task,
         status=StatusTexts(
