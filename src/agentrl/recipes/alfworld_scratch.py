@@ -634,7 +634,7 @@ class _Run:
         recording = RecordingSampler(sampler)
         # the whole history only records the explorer's replies (no model reads it), so only
         # the step limit cuts it: the replay under the window must never outrun its recording
-        reply = (budget or (self.setup.max_reply_tokens, 0))[0]
+        reply = budget[0] if budget else self.setup.max_reply_tokens
         recorded_budget = (reply, RECORDING_TRAJECTORY_TOKENS)
         played, score = await self.play(
             recording, tokenizer, tasks, 1, recorded_budget, FullHistory()

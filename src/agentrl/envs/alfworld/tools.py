@@ -56,6 +56,7 @@ def alfworld_tool_protocol(*, include_admissible: bool = True) -> CommandTool:
             "One ALFWorld command with full instance names, e.g. 'go to countertop 1'."
         ),
         include_admissible=include_admissible,
+        hidden_actions=frozenset({"help"}),
         status=StatusTexts(
             won="Status: completed successfully. The task is done.",
             ended="Status: the episode ended without success.",
