@@ -180,6 +180,7 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
         (["--kl-coef", "-1"], "ScratchSetup.kl_coef must be >= 0, got -1.0"),
         (["--optim-substeps", "0"], "ScratchSetup.optim_substeps must be >= 1, got 0"),
         (["--rl-learning-rate", "0"], "--rl-learning-rate must be > 0, got 0.0"),
+        (["--sft-learning-rate", "-0.001"], "--sft-learning-rate must be > 0, got -0.001"),
         (["--context-window", "-1"], "--context-window must be >= 0 (0: the whole history)"),
         (["--rl-temperature", "0"], "--rl-temperature must be > 0, got 0.0"),
         (["--context-slack", "2"], "ScratchSetup.context_slack (2) must be >= 0 and needs a"),
@@ -194,6 +195,12 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
     windowed = format_overrides(CPU, parser.parse_args(flags))
     assert (windowed.context_window, windowed.context_slack) == (3, 2)
     assert windowed.rl_temperature == 1.0 and CPU.rl_temperature == 0.5
+    flags = ["--sft-learning-rate", "5e-3", "--sft-schedule", "cosine"]
+    decayed = format_overrides(CPU, parser.parse_args(flags))
+    assert (decayed.sft_learning_rate, decayed.sft_schedule) == (5e-3, "cosine")
+    assert CPU.sft_schedule == "constant" and decayed.sft_steps == CPU.sft_steps
+    with pytest.raises(SystemExit):  # argparse names the choices
+        parser.parse_args(["--sft-schedule", "exponential"])
     assert (
         format_overrides(
             windowed, parser.parse_args(["--context-window", "0", "--context-slack", "0"])

@@ -433,17 +433,20 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies`, `--demo-noise`,
-    `--kl-coef`, `--rl-learning-rate`, `--optim-substeps`, `--estimator`, `--rl-temperature`,
-    `--context-window` and `--context-slack` (overrides of the preset's `ScratchSetup.protocol`
-    / `search_order` / `relabeled_copies` / `demo_noise` / `kl_coef` / `learning_rate` /
-    `optim_substeps` / `estimator` / `rl_temperature` / `context_window` (0: None, the whole
-    history) / `context_slack`; None: the preset's; `format_overrides` applies them)."""
+    `--sft-learning-rate`, `--sft-schedule`, `--kl-coef`, `--rl-learning-rate`,
+    `--optim-substeps`, `--estimator`, `--rl-temperature`, `--context-window` and
+    `--context-slack` (overrides of the preset's `ScratchSetup.protocol` / `search_order` /
+    `relabeled_copies` / `demo_noise` / `sft_learning_rate` / `sft_schedule` / `kl_coef` /
+    `learning_rate` / `optim_substeps` / `estimator` / `rl_temperature` / `context_window`
+    (0: None, the whole history) / `context_slack`; None: the preset's; `format_overrides`
+    applies them)."""
     parser.add_argument(
         "--protocol",
         choices=get_args(ScratchProtocol),
         default=None,
         help="tool: alfworld_step calls; plain: the reply is the command; plain-task: plain, "
-        "the goal restated in every tool message (default: the preset's)",
+        "the goal restated in every tool message; plain-actions: plain-task with the "
+        "executable commands listed (default: the preset's)",
     )
     parser.add_argument(
         "--search-order",
@@ -463,6 +466,20 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="share of demonstration turns played as deliberate mistakes, not imitated "
         "(default: the preset's)",
+    )
+    parser.add_argument(
+        "--sft-learning-rate",
+        type=float,
+        default=None,
+        help="the imitation phase's (first) learning rate (default: the preset's)",
+    )
+    parser.add_argument(
+        "--sft-schedule",
+        choices=[schedule.value for schedule in LRSchedule],
+        default=None,
+        help="how the imitation rate moves from --sft-learning-rate over the imitation steps: "
+        "constant stays, linear and cosine decay to ScratchSetup.sft_final_learning_rate "
+        "(0 in the presets) (default: the preset's)",
     )
     parser.add_argument(
         "--kl-coef",
@@ -517,6 +534,8 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         raise SystemExit(f"--relabeled-copies must be >= 0, got {args.relabeled_copies}")
     if args.rl_learning_rate is not None and args.rl_learning_rate <= 0:
         raise SystemExit(f"--rl-learning-rate must be > 0, got {args.rl_learning_rate}")
+    if args.sft_learning_rate is not None and args.sft_learning_rate <= 0:
+        raise SystemExit(f"--sft-learning-rate must be > 0, got {args.sft_learning_rate}")
     if args.rl_temperature is not None and args.rl_temperature <= 0:
         raise SystemExit(f"--rl-temperature must be > 0, got {args.rl_temperature}")
     if args.context_window is not None and args.context_window < 0:
@@ -530,6 +549,8 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         "estimator": None if args.estimator is None else EstimatorName(args.estimator),
         "learning_rate": args.rl_learning_rate,
         "demo_noise": args.demo_noise,
+        "sft_learning_rate": args.sft_learning_rate,
+        "sft_schedule": None if args.sft_schedule is None else LRSchedule(args.sft_schedule),
         "kl_coef": args.kl_coef,
         "optim_substeps": args.optim_substeps,
         "context_slack": args.context_slack,
