@@ -456,3 +456,38 @@ async def test_the_imitated_model_is_saved_and_reused_only_for_the_same_setup(
     )
     assert not missing.imitation_reused
     assert "no saved model in" in capsys.readouterr().out
+
+
+def test_the_rows_benchmark_measures_what_imitation_reads(
+    alfworld_games: Any, tmp_path: Path
+) -> None:
+    """`benchmarks/alfworld_rows.py` (`demonstrations` per window): every window trains the
+    same reply tokens once, a window of one turn reads rows shorter than the whole history's
+    (a smaller squared sum), and the last line holds each window's keys; a bad window is
+    refused naming the form."""
+    command = [sys.executable, str(BENCHMARKS / "alfworld_rows.py"), "--preset", "cpu-smoke"]
+    command += ["--data-root", str(alfworld_games.root), "--games", "4"]
+    command += ["--protocol", "plain-task", "--search-order", "listed", "--demo-noise", "0"]
+    done = subprocess.run(
+        [*command, "--windows", "0/0", "1/1"], capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    rows = [
+        line.split("|")[1:-1]
+        for line in lines
+        if line.startswith("| 0/0") or line.startswith("| 1/1")
+    ]
+    assert [row[0].strip() for row in rows] == ["0/0", "1/1"]
+    whole, windowed = ([float(cell.strip().rstrip("K")) for cell in row[1:]] for row in rows)
+    assert whole[0] == 1.0 and windowed[0] > 1.0  # one row an episode; segments under the window
+    assert whole[4] == windowed[4] > 0  # the same trained tokens
+    assert windowed[2] < whole[2]  # shorter rows
+    pattern = r"games=4 trained_per_episode=\S+ tokens_0_0=\d+ attention_0_0=1\.000 "
+    pattern += r"tokens_1_1=\d+ attention_1_1=(0\.\d+)"
+    match = re.fullmatch(pattern, lines[-1])
+    assert match, lines[-1]
+    bad = subprocess.run(
+        [*command, "--windows", "2-2"], capture_output=True, text=True, timeout=900
+    )
+    assert bad.returncode == 2 and "a window is WINDOW/SLACK" in bad.stderr

@@ -103,6 +103,7 @@ __all__ = [
     "context_policy",
     "demo_noise",
     "demonstration_datums",
+    "demonstrations",
     "format_overrides",
     "generate_scratch_games",
     "imitation_dir",
@@ -704,6 +705,29 @@ def demonstration_datums(
     return episodes
 
 
+async def _project_tokenizer(run: _Run, corpus_games: list[TaskInfo]) -> Any:
+    """The project tokenizer (`bpe_tokenizer`, `vocab_size` tokens) trained on the explorer's
+    whole-history episodes of `corpus_games`, rendered through a byte-level one."""
+    byte_level = bpe_tokenizer([], 0)
+    corpus, _ = await run.explore(byte_level, corpus_games, BYTE_BUDGET, windowed=False)
+    return bpe_tokenizer(_texts(corpus, byte_level), run.setup.vocab_size)
+
+
+async def demonstrations(setup: ScratchSetup, tasks: list[TaskInfo]) -> list[list[Datum]]:
+    """The imitation datums (`demonstration_datums`) of the explorer's episodes of `tasks`
+    under `setup` (its protocol, context window and mistakes), tokenized by a project
+    tokenizer trained on the first `setup.corpus_games` of them: what imitation would read
+    of these games, to measure its cost (`benchmarks/alfworld_rows.py`) without training."""
+    run = _Run(setup)
+    try:
+        tokenizer = await _project_tokenizer(run, tasks[: setup.corpus_games])
+        noise = demo_noise(setup)
+        groups, _ = await run.explore(tokenizer, tasks, noise=noise)
+    finally:
+        await run.factory.close()
+    return demonstration_datums(groups, tokenizer, noise)
+
+
 def _texts(groups: list[TrajectoryGroup], tokenizer: Any) -> list[str]:
     """Rendered conversations of the episodes: the tokenizer's corpus."""
     last = [t.turns[-1] for g in groups for t in g.trajectories if t.turns]
@@ -1034,10 +1058,8 @@ async def run_scratch(
     run = _Run(setup)
     copies = relabeled_tasks(train, setup.relabeled_copies)
     try:
-        byte_level = bpe_tokenizer([], 0)
         corpus_games = train[: setup.corpus_games] + copies[: setup.corpus_games]
-        corpus, _ = await run.explore(byte_level, corpus_games, BYTE_BUDGET, windowed=False)
-        tokenizer = bpe_tokenizer(_texts(corpus, byte_level), setup.vocab_size)
+        tokenizer = await _project_tokenizer(run, corpus_games)
         lap("tokenizer")
         backend = _backend(setup, tokenizer, out / "run")
         key = imitation_key(setup, games)
