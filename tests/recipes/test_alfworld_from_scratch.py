@@ -491,3 +491,10 @@ def test_the_rows_benchmark_measures_what_imitation_reads(
         [*command, "--windows", "2-2"], capture_output=True, text=True, timeout=900
     )
     assert bad.returncode == 2 and "a window is WINDOW/SLACK" in bad.stderr
+    slack_alone = subprocess.run(
+        [*command, "--windows", "2/2", "0/1"], capture_output=True, text=True, timeout=900
+    )
+    assert slack_alone.returncode == 2 and "--windows: ScratchSetup.context_slack (1)" in (
+        slack_alone.stderr
+    )
+    assert "| 2/2 |" not in slack_alone.stdout  # refused before any window is played
