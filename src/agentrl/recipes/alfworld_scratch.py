@@ -119,7 +119,7 @@ __all__ = [
 ]
 
 
-ScratchProtocol = Literal["tool", "plain", "plain-task", "plain-actions"]
+ScratchProtocol = Literal["tool", "plain", "plain-task", "plain-actions", "plain-local"]
 """The recipe's protocols by name (`scratch_protocol`)."""
 
 
@@ -147,7 +147,9 @@ class ScratchSetup:
     """"tool": the recipe's `alfworld_step` calls; "plain": the reply is the command itself,
     observations only (`alfworld_plain_protocol`, under half the tokens); "plain-task": plain
     with the goal restated in every tool message; "plain-actions": plain-task with the
-    admissible commands listed in every message (the recipe's optional lists)."""
+    admissible commands listed in every message (the recipe's optional lists); "plain-local":
+    plain-actions without the `go to` commands in the lists (the receptacles are named in the
+    first observation; a row is ~35% fewer tokens, its attention ~60% less)."""
     search_order: SearchOrder = "surfaces_first"
     """The explorer's search order (`agentrl.envs.alfworld.explorer.SearchOrder`)."""
     relabeled_copies: int = 0
@@ -447,7 +449,8 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="tool: alfworld_step calls; plain: the reply is the command; plain-task: plain, "
         "the goal restated in every tool message; plain-actions: plain-task with the "
-        "executable commands listed (default: the preset's)",
+        "executable commands listed; plain-local: plain-actions without the go-to commands "
+        "(default: the preset's)",
     )
     parser.add_argument(
         "--search-order",
@@ -570,8 +573,8 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
 def scratch_protocol(name: ScratchProtocol) -> CommandTool | PlainCommandProtocol:
     """The recipe's protocol by name: "tool" (`alfworld_step` calls, no action lists),
     "plain" (`alfworld_plain_protocol`), "plain-task" (the same, the goal restated in every
-    tool message) or "plain-actions" (plain-task, the admissible commands listed in every
-    message)."""
+    tool message), "plain-actions" (plain-task, the admissible commands listed in every
+    message) or "plain-local" (plain-actions, the `go to` commands left out of the lists)."""
     if name == "tool":
         return alfworld_tool_protocol(include_admissible=False)
     if name == "plain":
@@ -580,6 +583,8 @@ def scratch_protocol(name: ScratchProtocol) -> CommandTool | PlainCommandProtoco
         return alfworld_plain_protocol(restate_task=True)
     if name == "plain-actions":
         return alfworld_plain_protocol(restate_task=True, include_admissible=True)
+    if name == "plain-local":
+        return alfworld_plain_protocol(restate_task=True, include_admissible=True, list_moves=False)
     raise ValueError(
         f"ScratchSetup.protocol must be one of {', '.join(map(repr, get_args(ScratchProtocol)))}"
         f", got {name!r}"

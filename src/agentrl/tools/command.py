@@ -181,6 +181,11 @@ class PlainCommandProtocol:
     """Repeat the task (`Task: <TaskInfo.description>`) in every tool message before the
     observation, as verl-agent's ALFWorld prompt does: the goal then sits a few tokens from
     each reply instead of at the start of the episode."""
+    unlisted_prefixes: tuple[str, ...] = ()
+    """Commands starting with one of these are left out of the lists (ALFWorld's `"go to "`:
+    the receptacles are named in the first observation and do not change, so the lists show
+    only the commands that act where the agent stands, a third of the listed tokens). The
+    commands stay executable; a list left empty is not shown."""
 
     @property
     def tools(self) -> Sequence[JsonObject]:
@@ -238,5 +243,8 @@ class PlainCommandProtocol:
         return action
 
     def _listed(self, step: EnvStep) -> list[str]:
-        actions = list(step.admissible_actions) if self.include_admissible else []
+        if not self.include_admissible:
+            return []
+        prefixes = self.unlisted_prefixes
+        actions = [a for a in step.admissible_actions if not (prefixes and a.startswith(prefixes))]
         return [self.actions_heading, *actions] if actions else []

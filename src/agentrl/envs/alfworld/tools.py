@@ -13,6 +13,7 @@ from agentrl.tools import CommandTool, StatusTexts
 from agentrl.tools.command import PlainCommandProtocol
 
 __all__ = [
+    "ALFWORLD_MOVES",
     "ALFWORLD_PLAIN_SYSTEM_PROMPT",
     "ALFWORLD_SYSTEM_PROMPT",
     "ALFWORLD_TOOL_DESCRIPTION",
@@ -76,8 +77,12 @@ def alfworld_tool_protocol(*, include_admissible: bool = True) -> CommandTool:
 ALFWORLD_PLAIN_SYSTEM_PROMPT = "Reply with one command."
 
 
+ALFWORLD_MOVES = ("go to ",)
+"""The commands that move between receptacles (named in the first observation)."""
+
+
 def alfworld_plain_protocol(
-    restate_task: bool = False, include_admissible: bool = False
+    restate_task: bool = False, include_admissible: bool = False, list_moves: bool = True
 ) -> PlainCommandProtocol:
     """ALFWorld for small models trained from scratch: the reply is the command itself, no
     tool markup, no action lists and no step counter; each tool message is the observation,
@@ -86,10 +91,13 @@ def alfworld_plain_protocol(
     `restate_task` every tool message also repeats the goal (`Task: ...`) before the
     observation, as verl-agent's ALFWorld prompt does. With `include_admissible` every
     message lists the executable commands (the env leaves `help` out) before the
-    observation, as the recipe's optional lists do."""
+    observation, as the recipe's optional lists do; without `list_moves` the lists leave out
+    the `go to` commands (`ALFWORLD_MOVES`: the same receptacles every turn, named in the first
+    observation), showing only what can be done where the agent stands."""
     return PlainCommandProtocol(
         system_prompt=ALFWORLD_PLAIN_SYSTEM_PROMPT,
         include_admissible=include_admissible,
+        unlisted_prefixes=() if list_moves else ALFWORLD_MOVES,
         show_steps=False,
         restate_task=restate_task,
         status=StatusTexts(
