@@ -128,7 +128,11 @@ def test_the_recipe_names_its_protocols() -> None:
     listing = scratch_protocol("plain-actions")
     assert isinstance(listing, PlainCommandProtocol)
     assert listing.restate_task and listing.include_admissible
-    with pytest.raises(ValueError, match="'plain-task', 'plain-actions', got 'plian'"):
+    assert listing.unlisted_prefixes == ()
+    local = scratch_protocol("plain-local")
+    assert isinstance(local, PlainCommandProtocol) and local.include_admissible
+    assert local.restate_task and local.unlisted_prefixes == ("go to ",)
+    with pytest.raises(ValueError, match="'plain-actions', 'plain-local', got 'plian'"):
         scratch_protocol("plian")  # type: ignore[arg-type]
 
 

@@ -134,3 +134,28 @@ def test_the_plain_protocol_is_the_command_and_the_observation() -> None:
     listed = PlainCommandProtocol()  # the default still lists actions and counts steps
     assert "Step 5 of 30." in listed.tool_message(executed).content
     assert "go to countertop 1" in listed.tool_message(executed).content
+
+
+def test_local_lists_leave_out_the_moves_only() -> None:
+    """`list_moves=False`: the lists drop the `go to` commands (`unlisted_prefixes`) and keep
+    the rest in order; a list of moves alone is not shown; the moves stay readable replies."""
+    step = EnvStep(
+        observation="You arrive at fridge 1. The fridge 1 is closed.",
+        admissible_actions=("examine fridge 1", "go to countertop 1", "inventory", "open fridge 1"),
+    )
+    local = alfworld_plain_protocol(restate_task=True, include_admissible=True, list_moves=False)
+    executed = ToolResult(TurnStatus.EXECUTED, step, ParsedAction(action="look"), 5, 30, TASK)
+    assert local.tool_message(executed).content == (
+        "Available actions (copy one exactly):\nexamine fridge 1\ninventory\nopen fridge 1\n"
+        f"Task: {TASK.description}\nObservation:\n{step.observation}"
+    )
+    full = alfworld_plain_protocol(restate_task=True, include_admissible=True)
+    assert "\ngo to countertop 1\n" in full.tool_message(executed).content
+    only_moves = EnvStep(
+        observation="You arrive at sinkbasin 1.", admissible_actions=STEP.admissible_actions[:2]
+    )
+    _, user = local.initial_messages(TASK, only_moves, 30)
+    assert user.content == f"Task: {TASK.description}\nObservation:\n{only_moves.observation}"
+    assert local.parse("go to countertop 1").action == "go to countertop 1"
+    unlisted = PlainCommandProtocol(include_admissible=False, unlisted_prefixes=("go to ",))
+    assert "Available actions" not in unlisted.tool_message(executed).content

@@ -317,3 +317,48 @@ async def test_the_explorer_wins_generated_games(
             assert f"Task: {g.task.description}" in tokenizer.decode(list(turn.prompt_tokens))
     statuses = {turn.status for g in groups for turn in g.trajectories[0].turns}
     assert TurnStatus.INVALID_FORMAT not in statuses  # every call is written in the protocol's form
+
+
+async def test_local_lists_leave_the_moves_out_and_the_explorer_plays_the_same(
+    alfworld_games: Any,
+) -> None:
+    """`alfworld_plain_protocol(list_moves=False)` (the recipe's "plain-local"): on real
+    generated games the lists never carry a `go to` command, yet show the commands that act
+    where the agent stands; the explorer plays reply for reply what it plays under the full
+    lists (it reads the observations, which name every receptacle), and every prompt is
+    shorter."""
+    pytest.importorskip("transformers")
+    from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
+    from agentrl.learning_tokenizer import bpe_tokenizer
+    from tests.helpers.explorer_helpers import explorer_episodes
+
+    tokenizer = bpe_tokenizer([], 0)
+    heading = "Available actions (copy one exactly):"
+    tasks = [g.to_task() for g in alfworld_games.games][:6]
+    played = {}
+    for list_moves in (True, False):
+        protocol = alfworld_plain_protocol(True, include_admissible=True, list_moves=list_moves)
+        factory = alfworld_group_factory(AlfworldEnvOptions(max_steps=50), EnvWorkerPool(2))
+        try:
+            groups = await explorer_episodes(tasks, factory, protocol, "listed", tokenizer)
+        finally:
+            await factory.close()
+        played[list_moves] = {g.task.task_id: g.trajectories[0] for g in groups}
+    full, local = played[True], played[False]
+    assert sum(t.won for t in local.values()) >= len(local) - 1
+    listed_lines: dict[bool, list[str]] = {True: [], False: []}
+    for list_moves, episodes in played.items():
+        for episode in episodes.values():
+            text = tokenizer.decode(list(episode.turns[-1].prompt_tokens))
+            for block in text.split(heading)[1:]:
+                listed_lines[list_moves] += block.split("Observation:")[0].strip().splitlines()
+    assert any(line.startswith("go to ") for line in listed_lines[True])
+    assert not any(line.startswith("go to ") for line in listed_lines[False])
+    assert any(line.startswith(("take ", "open ")) for line in listed_lines[False])
+    for task_id, episode in local.items():
+        replies = [tokenizer.decode(list(turn.completion_tokens)) for turn in episode.turns]
+        same = [tokenizer.decode(list(turn.completion_tokens)) for turn in full[task_id].turns]
+        assert replies == same, task_id
+        assert any(reply.startswith("go to ") for reply in replies)
+        for short, long in zip(episode.turns, full[task_id].turns, strict=True):
+            assert len(short.prompt_tokens) < len(long.prompt_tokens)
