@@ -115,6 +115,16 @@ def run_seed(
     return result
 
 
+def seed_threads(setup_threads: int, parallel: int, seeds: int, threads: int | None) -> int:
+    """Torch threads of each seed: `threads` when given; else the setup's when the seeds run
+    one at a time, and the machine's cores shared out among the seeds side by side."""
+    if threads is not None:
+        return threads
+    if parallel <= 1:
+        return setup_threads
+    return max(1, (os.cpu_count() or 1) // min(parallel, seeds))
+
+
 def run_seeds(
     base: ScratchSetup,
     seeds: list[int],
@@ -122,28 +132,25 @@ def run_seeds(
     games: Path,
     parallel: int,
     imitated: Path | None = None,
+    threads: int | None = None,
 ) -> list[ScratchResult]:
-    """Every seed, `parallel` at a time: each in a process of its own with the machine's
-    cores shared out as torch threads. Measured on 2 cores (docs/alfworld.md): side by side
-    saves time in RL's rollouts, whose env and Python waits overlap, and none in imitation.
+    """Every seed, `parallel` at a time, each in a process of its own when side by side, with
+    `seed_threads` torch threads. Measured on 2 cores (docs/alfworld.md): side by side saves
+    time in RL's rollouts, whose env and Python waits overlap, and none in imitation.
     `imitated`: an earlier `--out` of this benchmark, whose seed K's imitated model seed K
     reuses when it was imitated with the same setup (same seeds, same `parallel`)."""
 
     def source(seed: int) -> Path | None:
         return imitated / f"seed-{seed}" if imitated else None
 
+    each = replace(
+        base, torch_threads=seed_threads(base.torch_threads, parallel, len(seeds), threads)
+    )
     if parallel <= 1:
-        return [run_seed(replace(base, seed=s), out / f"seed-{s}", games, source(s)) for s in seeds]
-    threads = max(1, (os.cpu_count() or 1) // min(parallel, len(seeds)))
+        return [run_seed(replace(each, seed=s), out / f"seed-{s}", games, source(s)) for s in seeds]
     with ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [
-            pool.submit(
-                run_seed,
-                replace(base, seed=s, torch_threads=threads),
-                out / f"seed-{s}",
-                games,
-                source(s),
-            )
+            pool.submit(run_seed, replace(each, seed=s), out / f"seed-{s}", games, source(s))
             for s in seeds
         ]
         return [f.result() for f in futures]
@@ -169,6 +176,13 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=None, help="override the preset's")
     parser.add_argument("--updates", type=int, default=None, help="override the RL updates")
     parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=None,
+        help="torch's CPU threads per seed (default: the preset's for one seed at a time, the "
+        "cores shared out among seeds side by side); 1 when another run shares the cores",
+    )
+    parser.add_argument(
         "--imitated",
         type=Path,
         default=None,
@@ -183,6 +197,8 @@ def main() -> None:
     parallel = min(args.seeds, 3) if args.parallel is None else args.parallel
     if parallel < 1:
         parser.error(f"--parallel must be >= 1, got {parallel}")
+    if args.torch_threads is not None and args.torch_threads < 1:
+        parser.error(f"--torch-threads must be >= 1, got {args.torch_threads}")
     overrides = {
         "sft_steps": args.sft_steps,
         "updates": args.updates,
@@ -195,7 +211,7 @@ def main() -> None:
     games = args.data_root or generate_scratch_games(base, args.out / "games")  # seed: preset's
     print(f"[{time.perf_counter() - started:7.1f}s] games ready in {games}", flush=True)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    results = run_seeds(base, seeds, args.out, games, parallel, args.imitated)
+    results = run_seeds(base, seeds, args.out, games, parallel, args.imitated, args.torch_threads)
     summary = summary_markdown(results)
     (args.out / "summary.md").write_text(summary)
     print(summary)

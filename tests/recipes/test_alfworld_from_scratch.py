@@ -502,3 +502,28 @@ def test_the_rows_benchmark_measures_what_imitation_reads(
         slack_alone.stderr
     )
     assert "| 2/2 |" not in slack_alone.stdout  # refused before any window is played
+
+
+def test_the_cpu_benchmark_shares_out_torch_threads_or_takes_them_given(tmp_path: Path) -> None:
+    """`benchmarks/alfworld_cpu.py`: each seed gets `--torch-threads` when given (one when a
+    second run shares the cores), else the preset's one seed at a time and the cores shared
+    out side by side; a count below one is refused before any game is generated."""
+    sys.path.insert(0, str(CPU_SCRIPT.parent))
+    try:
+        import alfworld_cpu
+    finally:
+        sys.path.remove(str(CPU_SCRIPT.parent))
+    cores = os.cpu_count() or 1
+    assert alfworld_cpu.seed_threads(2, 1, 3, None) == 2  # one at a time: the preset's
+    assert alfworld_cpu.seed_threads(2, 1, 3, 1) == 1
+    assert alfworld_cpu.seed_threads(2, 3, 3, None) == max(1, cores // 3)
+    assert alfworld_cpu.seed_threads(2, 3, 2, None) == max(1, cores // 2)  # two seeds only
+    assert alfworld_cpu.seed_threads(1, 2, 2, 4) == 4
+    done = subprocess.run(
+        [sys.executable, str(CPU_SCRIPT), "--out", str(tmp_path / "out"), "--torch-threads", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "--torch-threads must be >= 1, got 0" in done.stderr
+    assert not (tmp_path / "out").exists()
