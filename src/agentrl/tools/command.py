@@ -184,8 +184,8 @@ class PlainCommandProtocol:
     unlisted_prefixes: tuple[str, ...] = ()
     """Commands starting with one of these are left out of the lists (ALFWorld's `"go to "`:
     the receptacles are named in the first observation and do not change, so the lists show
-    only the commands that act where the agent stands, a third of the listed tokens). The
-    commands stay executable; a list left empty is not shown."""
+    only the commands that act where the agent stands: about a third fewer tokens an
+    episode). The commands stay executable; a list left empty is not shown."""
 
     @property
     def tools(self) -> Sequence[JsonObject]:
@@ -245,6 +245,6 @@ class PlainCommandProtocol:
     def _listed(self, step: EnvStep) -> list[str]:
         if not self.include_admissible:
             return []
-        prefixes = self.unlisted_prefixes
-        actions = [a for a in step.admissible_actions if not (prefixes and a.startswith(prefixes))]
+        # `str.startswith(())` is False: with no prefixes every command is listed
+        actions = [a for a in step.admissible_actions if not a.startswith(self.unlisted_prefixes)]
         return [self.actions_heading, *actions] if actions else []
