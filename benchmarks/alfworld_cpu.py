@@ -5,7 +5,9 @@ games (`pick_and_place_simple`) in the small rooms (at most 13 receptacles), gen
 into `--out/games` (train floor plans, and valid_unseen floor plans train never uses) and
 shared by the seeds; per seed a project tokenizer, a 0.24M-parameter Qwen3-architecture model
 from random weights, cross-entropy imitation of the explorer's demonstrations (the goal
-restated in every tool message), greedy success on valid_unseen, RL through the Trainer on
+restated and the commands that act where the agent stands listed in every tool message, the
+`go to` lines left out; every prompt cut to its first observation and last 2 turns, plus a
+slack of 2), greedy success on valid_unseen, RL (32 updates) through the Trainer on
 train games kept out of the demonstrations (GiGPO: the group-mean advantage plus a per-turn
 one among the group's turns from the same game state; PPO, 4 optimizer steps of lr 1e-4 an
 update, a KL penalty of 0.05 to the imitated model; reward `1[won] - 0.1 x invalid`), success

@@ -160,7 +160,9 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     assert config.learning_rate == CPU.learning_rate and config.seed == CPU.seed
     windowed = rl_config(replace(CPU, context_window=3, context_slack=2), tmp_path)
     assert (windowed.context_window, windowed.context_slack) == (3, 2)
-    assert rl_config(CPU, tmp_path).context_window is None  # the whole history
+    assert rl_config(GPU, tmp_path).context_window is None  # the whole history
+    preset = rl_config(CPU, tmp_path)  # the cpu preset's window: 2 turns, a slack of 2
+    assert (preset.context_window, preset.context_slack) == (CPU.context_window, 2) == (2, 2)
 
 
 def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
@@ -187,7 +189,10 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
         (["--sft-learning-rate", "-0.001"], "--sft-learning-rate must be > 0, got -0.001"),
         (["--context-window", "-1"], "--context-window must be >= 0 (0: the whole history)"),
         (["--rl-temperature", "0"], "--rl-temperature must be > 0, got 0.0"),
-        (["--context-slack", "2"], "ScratchSetup.context_slack (2) must be >= 0 and needs a"),
+        (
+            ["--context-window", "0", "--context-slack", "2"],  # the whole history, a slack
+            "ScratchSetup.context_slack (2) must be >= 0 and needs a",
+        ),
     ):
         with pytest.raises(SystemExit, match=re.escape(message)):
             format_overrides(CPU, parser.parse_args(flags))

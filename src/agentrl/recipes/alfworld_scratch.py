@@ -281,8 +281,10 @@ CPU = replace(
     layers=4,
     heads=4,
     kv_heads=2,
-    protocol="plain-task",
+    protocol="plain-local",
     search_order="listed",
+    context_window=2,
+    context_slack=2,
     relabeled_copies=4,
     demo_noise=0.15,
     max_steps=30,
@@ -290,7 +292,7 @@ CPU = replace(
     sft_steps=1200,
     sft_batch=16,
     sft_learning_rate=3e-3,
-    updates=16,
+    updates=32,
     games_per_batch=8,
     group_size=8,
     estimator=EstimatorName.GIGPO,
@@ -310,10 +312,12 @@ CPU = replace(
 """The miniature for 2 CPU cores (`benchmarks/alfworld_cpu.py`): "put" games in the small
 rooms (at most 13 receptacles: bathrooms, bedrooms, small living rooms), a 0.24M-parameter
 model, 30 steps per episode, the plain protocol with the goal restated in every tool message
+and the commands that act where the agent stands listed (`plain-local`: the `go to` lines
+left out), prompts cut to the last 2 turns (plus a slack of 2) after the first observation,
 and the listed search order; the demonstrations are 240 train games and 4 relabelled copies
 of each (numbers 1..9), with 15% of their turns played as deliberate mistakes that are not
 imitated (`demo_noise`), 1,200 imitation steps; RL plays 80 other train games (never
-demonstrated) at temperature 0.5 for 16 updates of GiGPO (the group-mean advantage plus a
+demonstrated) at temperature 0.5 for 32 updates of GiGPO (the group-mean advantage plus a
 per-turn one among turns from the same game state), 4 optimizer steps of lr 1e-4 an update and
 a KL penalty (0.05) to the imitated model; evaluation is greedy on 96 valid_unseen games.
 Measured in docs/alfworld.md."""
