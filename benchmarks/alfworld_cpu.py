@@ -14,7 +14,9 @@ update, a KL penalty of 0.05 to the imitated model; reward `1[won] - 0.1 x inval
 on valid_unseen again. The seeds run side by side (`--parallel`, default all of them
 up to 3), each in a process of its own with one torch thread on 2 cores; a seed's numbers can
 differ from a run of it alone with 2 threads, which sum floats in another order.
-Each seed writes `--out/seed-K/result.{json,md}`; the summary
+Each seed writes `--out/seed-K/result.{json,md}`, its evaluations (`eval/*.jsonl`: the planner,
+the imitated model, after RL) and plots (`plots/alfworld.png`: held-out success per RL update,
+with `--eval-every N` points during RL); the summary
 (per seed and mean +- std: success, steps and invalid actions per episode, before and after
 RL) goes to `--out/summary.md`, and the last line printed is
 
@@ -34,13 +36,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from agentrl.recipes.alfworld_scratch import (
@@ -52,6 +53,7 @@ from agentrl.recipes.alfworld_scratch import (
     generate_scratch_games,
     result_markdown,
     run_scratch,
+    write_results,
 )
 
 
@@ -107,12 +109,11 @@ def last_line(results: list[ScratchResult], minutes: float) -> str:
 def run_seed(
     setup: ScratchSetup, run_dir: Path, games: Path, imitated: Path | None = None
 ) -> ScratchResult:
-    """One seed of the benchmark, written to `run_dir/result.{json,md}` as soon as it ends
+    """One seed of the benchmark, written to `run_dir` (`write_results`) as soon as it ends
     (`imitated`: an earlier run of the seed whose imitated model to reuse, `run_scratch`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run_scratch(setup, run_dir, games, imitated))
-    (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
-    (run_dir / "result.md").write_text(result_markdown(result))
+    write_results(result, run_dir)
     print(f"seed {setup.seed}:\n{result_markdown(result)}", flush=True)
     return result
 

@@ -4,7 +4,9 @@ A small Qwen3-architecture model, randomly initialised, is trained by imitation 
 demonstrations of an exploring expert that sees only what the agent sees, then by RL through
 the Trainer, and evaluated on generated valid_unseen games before and after RL (the recipe:
 `agentrl.recipes.alfworld_scratch`). It writes `result.json` (every number, per-phase seconds) and
-`result.md` (a table) into `--out`, the Trainer's metrics into `--out/run/metrics.jsonl`;
+`result.md` (a table) into `--out`, the Trainer's metrics into `--out/run/metrics.jsonl`, every
+evaluated episode into `--out/eval/*.jsonl` (the planner's, the imitated model's, after RL) and
+the plots into `--out/plots` (`alfworld.png`: held-out success per RL update);
 the last line printed is
 
     success_before_rl=X success_after_rl=Y minutes=M device=D
@@ -22,8 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from agentrl.recipes.alfworld_scratch import (
@@ -32,6 +33,7 @@ from agentrl.recipes.alfworld_scratch import (
     format_overrides,
     result_markdown,
     run_scratch,
+    write_results,
 )
 
 
@@ -62,8 +64,7 @@ def main() -> None:
     setup = format_overrides(replace(setup, **given), args)
     args.out.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run_scratch(setup, args.out, args.data_root, args.imitated))
-    (args.out / "result.json").write_text(json.dumps(asdict(result), indent=2))
-    (args.out / "result.md").write_text(result_markdown(result))
+    write_results(result, args.out)
     print(result_markdown(result))
     minutes = result.seconds["total"] / 60
     print(

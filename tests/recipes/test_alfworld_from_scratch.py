@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from agentrl.reporting.records import read_eval_file
 from tests.helpers.paths import BENCHMARKS
 
 pytest.importorskip("torch")
@@ -32,6 +33,7 @@ def test_alfworld_from_scratch_smoke(alfworld_games: Any, tmp_path: Path) -> Non
     command = [sys.executable, str(SCRIPT), "--size", "cpu-smoke", "--out", str(out)]
     command += ["--data-root", str(alfworld_games.root)]
     command += ["--context-window", "2", "--context-slack", "1"]  # every phase under a window
+    command += ["--updates", "2", "--eval-every", "1"]  # a held-out point between the two
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
@@ -45,14 +47,28 @@ def test_alfworld_from_scratch_smoke(alfworld_games: Any, tmp_path: Path) -> Non
     losses = result["sft_loss"]
     assert len(losses) == result["setup"]["sft_steps"] and losses[-1] < losses[0]  # it learns
     assert result["before_rl"]["episodes"] == result["after_rl"]["episodes"] == 2
-    assert len(result["train_success"]) == result["setup"]["updates"] == 1
+    assert len(result["train_success"]) == result["setup"]["updates"] == 2
     assert result["parameters"] > 0 and set(result["seconds"]) >= {"imitation", "rl", "total"}
     assert "| model after RL (valid_unseen) |" in (out / "result.md").read_text()
     lines = (out / "run" / "metrics.jsonl").read_text().splitlines()  # each RL update's metrics
     records = [json.loads(line) for line in lines]
-    assert [(r["type"], r["step"]) for r in records] == [("train", 1)]
+    assert [(r["type"], r["step"]) for r in records] == [("train", 1), ("train", 2)]
     setup = result["setup"]
     assert (setup["context_window"], setup["context_slack"]) == (2, 1)
+    assert (out / "run" / "checkpoints" / "update-0002.json").is_file()  # the trained model
+    # the planner (it reads each game's solution) wins every generated game: the ceiling
+    assert result["planner_eval"]["success"] == 1.0 and result["planner_eval"]["episodes"] == 2
+    assert "| planner (valid_unseen) | 1.000 |" in (out / "result.md").read_text()
+    curve = result["curve"]  # before RL, after update 1 (--eval-every 1), after RL
+    assert [p["update"] for p in curve] == [0, 1, 2]
+    assert curve[0]["score"] == result["before_rl"] and curve[-1]["score"] == result["after_rl"]
+    files = [Path(p) for p in result["eval_files"]]
+    assert [p.name for p in files] == ["planner.jsonl", "imitation.jsonl", "update-0002.jsonl"]
+    for path, score in zip(files, ("planner_eval", "before_rl", "after_rl"), strict=True):
+        summary = read_eval_file(path).summaries["overall"].stats  # every episode recorded
+        assert (summary.episodes, summary.success_rate) == (2, result[score]["success"])
+    plots = {p.name for p in (out / "plots").iterdir()}
+    assert {"alfworld.png", "success_by_split.png"} <= plots
 
 
 CPU_SCRIPT = BENCHMARKS / "alfworld_cpu.py"
@@ -166,6 +182,50 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     assert (CPU.context_window, CPU.context_slack) == (2, 2)
 
 
+def test_imitation_batches_are_episodes_or_segments_keyed_by_the_seed() -> None:
+    """`imitation_batches`: `sft_batch` whole demonstrations a step (all their segments, in
+    order), or with `sft_segments` `sft_batch` segments drawn from all of them, no segment twice
+    in a step; the same draws for the same seed, other draws for another."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from agentrl.algo.datums import Datum
+    from agentrl.recipes.alfworld_scratch import CPU, imitation_batches
+
+    def datum(episode: int, segment: int) -> Datum:
+        ids = np.array([episode, segment, 0], dtype=np.int64)
+        zeros = np.zeros(3, dtype=np.float32)
+        return Datum(ids, ids, zeros, zeros, np.ones(3, dtype=np.float32))
+
+    demos = [[datum(e, k) for k in range(1 + e % 3)] for e in range(10)]  # 1-3 segments each
+    key = [(int(d.model_input[0]), int(d.model_input[1])) for e in demos for d in e]
+    whole = replace(CPU, sft_steps=5, sft_batch=4)
+    for batch in imitation_batches(whole, demos):
+        seen = [(int(d.model_input[0]), int(d.model_input[1])) for d in batch]
+        episodes = list(dict.fromkeys(e for e, _ in seen))
+        assert len(episodes) == 4  # four demonstrations, each with every segment, in order
+        assert seen == [(e, k) for e in episodes for k in range(1 + e % 3)]
+    segments = replace(whole, sft_segments=True)
+    batches = list(imitation_batches(segments, demos))
+    assert len(batches) == 5
+    for batch in batches:
+        seen = [(int(d.model_input[0]), int(d.model_input[1])) for d in batch]
+        assert len(seen) == len(set(seen)) == 4 and set(seen) <= set(key)
+    assert any(  # segments of one episode are drawn apart, not as a whole
+        len({e for e, _ in [(int(d.model_input[0]), 0) for d in b]}) == 4 for b in batches
+    )
+
+    def draws(setup: Any) -> list[list[tuple[int, int]]]:
+        return [
+            [(int(d.model_input[0]), int(d.model_input[1])) for d in b]
+            for b in imitation_batches(setup, demos)
+        ]
+
+    assert draws(segments) == draws(segments)
+    assert draws(segments) != draws(replace(segments, seed=1))
+
+
 def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
     """`ScratchSetup` refuses a `demo_noise` outside [0, 1) or a negative `kl_coef` when it is
     built, naming the field (not after the games and minutes of imitation); the benchmarks'
@@ -190,6 +250,7 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
         (["--sft-learning-rate", "-0.001"], "--sft-learning-rate must be > 0, got -0.001"),
         (["--context-window", "-1"], "--context-window must be >= 0 (0: the whole history)"),
         (["--rl-temperature", "0"], "--rl-temperature must be > 0, got 0.0"),
+        (["--eval-every", "-1"], "ScratchSetup.eval_every must be >= 0, got -1"),
         (
             ["--context-window", "0", "--context-slack", "2"],  # the whole history, a slack
             "ScratchSetup.context_slack (2) must be >= 0 and needs a",
@@ -209,6 +270,11 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
     decayed = format_overrides(CPU, parser.parse_args(flags))
     assert (decayed.sft_learning_rate, decayed.sft_schedule) == (5e-3, "cosine")
     assert CPU.sft_schedule == "constant" and decayed.sft_steps == CPU.sft_steps
+    flags = ["--sft-segments", "--eval-every", "8"]
+    curved = format_overrides(CPU, parser.parse_args(flags))
+    assert (curved.sft_segments, curved.eval_every) == (True, 8)
+    assert (CPU.sft_segments, CPU.eval_every) == (False, 0)  # the preset's, unless given
+    assert format_overrides(CPU, parser.parse_args([])) == CPU
     with pytest.raises(SystemExit):  # argparse names the choices
         parser.parse_args(["--sft-schedule", "exponential"])
     assert (

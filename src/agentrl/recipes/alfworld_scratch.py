@@ -33,10 +33,11 @@ learns to play generated ALFWorld games, everything the library's own:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 
 from agentrl.algo.datums import Datum, trajectory_to_datums
+from agentrl.algo.rewards import WinMinusInvalid
 from agentrl.algo.schedule import LRSchedule, scheduled_learning_rate
 from agentrl.backends.base import (
     AdamParams,
@@ -57,6 +59,7 @@ from agentrl.chat import ChatRenderer
 from agentrl.config.names import EstimatorName
 from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.envs.alfworld import AlfworldEnvOptions, EnvWorkerPool, alfworld_group_factory
+from agentrl.envs.alfworld.baseline import planner_player
 from agentrl.envs.alfworld.data import TASK_TYPES, find_games
 from agentrl.envs.alfworld.explorer import (
     ExplorerNoise,
@@ -91,8 +94,10 @@ __all__ = [
     "GPU",
     "IMITATION",
     "IMITATION_RECORD",
+    "PLANNER",
     "PRESETS",
     "RL_FIELDS",
+    "CurvePoint",
     "Imitation",
     "Score",
     "ScratchProtocol",
@@ -106,16 +111,20 @@ __all__ = [
     "demonstrations",
     "format_overrides",
     "generate_scratch_games",
+    "imitation_batches",
     "imitation_dir",
     "imitation_key",
     "imitation_learning_rate",
+    "plot_scratch",
     "result_markdown",
     "rl_config",
     "run_scratch",
     "save_imitation",
     "saved_imitation",
+    "scratch_eval_files",
     "scratch_protocol",
     "scratch_tasks",
+    "write_results",
 ]
 
 
@@ -184,6 +193,11 @@ class ScratchSetup:
     a new training segment, once every `context_slack + 1` turns)."""
     sft_steps: int = 500
     sft_batch: int = 32
+    """Episodes per imitation step (`sft_segments`: segments)."""
+    sft_segments: bool = False
+    """Imitation batches of `sft_batch` segments drawn from every demonstration's segments
+    (under a context window an episode is several), instead of `sft_batch` whole episodes:
+    a step reads fewer, like-sized rows."""
     sft_learning_rate: float = 1e-3
     sft_schedule: LRSchedule = LRSchedule.CONSTANT
     """How the imitation rate moves from `sft_learning_rate` to `sft_final_learning_rate`
@@ -209,6 +223,9 @@ class ScratchSetup:
     rl_temperature: float = 1.0
     """Sampling temperature of the RL rollouts (below 1: the sharper policy a small model's
     greedy play resembles; the trained logprobs stay those of the model, temperature 1)."""
+    eval_every: int = 0
+    """Held-out success also every this many RL updates (`ScratchResult.curve`); 0: before
+    and after RL only."""
     eval_samples: int = 2
     eval_temperature: float = 1.0
     """1: the model's own distribution (draws keyed by seed, game, branch and turn); 0: greedy."""
@@ -229,6 +246,8 @@ class ScratchSetup:
             raise ValueError(f"ScratchSetup.demo_noise must be in [0, 1), got {self.demo_noise}")
         if self.kl_coef < 0:
             raise ValueError(f"ScratchSetup.kl_coef must be >= 0, got {self.kl_coef}")
+        if self.eval_every < 0:
+            raise ValueError(f"ScratchSetup.eval_every must be >= 0, got {self.eval_every}")
         if self.optim_substeps < 1:
             raise ValueError(f"ScratchSetup.optim_substeps must be >= 1, got {self.optim_substeps}")
         if self.context_window is not None and self.context_window < 1:
@@ -342,6 +361,14 @@ class Score:
     seconds: float
 
 
+@dataclass(frozen=True)
+class CurvePoint:
+    """Held-out success after `update` RL updates (0: the imitated model)."""
+
+    update: int
+    score: Score
+
+
 @dataclass
 class ScratchResult:
     """What one run measured (written to `result.json`)."""
@@ -364,6 +391,13 @@ class ScratchResult:
     """CPU seconds of this process (the env workers' are not counted)."""
     imitation_reused: bool = False
     """The imitated model was loaded from an earlier run's save (`imitated`), not trained."""
+    planner_eval: Score | None = None
+    """The planner (it reads the game's solution: the ceiling) on the valid_unseen games."""
+    curve: list[CurvePoint] = field(default_factory=list)
+    """Held-out success before RL, every `eval_every` updates, and after RL."""
+    eval_files: list[str] = field(default_factory=list)
+    """The evaluations' JSONL files (`agentrl.evaluation` format: every episode, summaries):
+    the planner's, the imitated model's and the model's after RL (`scratch_eval_files`)."""
 
 
 def _score(groups: list[TrajectoryGroup], seconds: float) -> Score:
@@ -440,13 +474,14 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies`, `--demo-noise`,
-    `--sft-learning-rate`, `--sft-schedule`, `--kl-coef`, `--rl-learning-rate`,
-    `--optim-substeps`, `--estimator`, `--rl-temperature`, `--context-window` and
-    `--context-slack` (overrides of the preset's `ScratchSetup.protocol` / `search_order` /
-    `relabeled_copies` / `demo_noise` / `sft_learning_rate` / `sft_schedule` / `kl_coef` /
-    `learning_rate` / `optim_substeps` / `estimator` / `rl_temperature` / `context_window`
-    (0: None, the whole history) / `context_slack`; None: the preset's; `format_overrides`
-    applies them)."""
+    `--sft-learning-rate`, `--sft-segments`, `--sft-schedule`, `--kl-coef`,
+    `--rl-learning-rate`, `--optim-substeps`, `--estimator`, `--rl-temperature`,
+    `--eval-every`, `--context-window` and `--context-slack` (overrides of the preset's
+    `ScratchSetup.protocol` / `search_order` / `relabeled_copies` / `demo_noise` /
+    `sft_learning_rate` / `sft_segments` / `sft_schedule` / `kl_coef` / `learning_rate` /
+    `optim_substeps` / `estimator` / `rl_temperature` / `eval_every` / `context_window` (0:
+    None, the whole history) / `context_slack`; None: the preset's; `format_overrides` applies
+    them)."""
     parser.add_argument(
         "--protocol",
         choices=get_args(ScratchProtocol),
@@ -480,6 +515,20 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="the imitation phase's (first) learning rate (default: the preset's)",
+    )
+    parser.add_argument(
+        "--sft-segments",
+        action="store_true",
+        default=None,
+        help="imitation batches of segments drawn from every demonstration, not whole "
+        "episodes (default: the preset's)",
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="held-out success also every N RL updates, for the curve (default: the preset's)",
     )
     parser.add_argument(
         "--sft-schedule",
@@ -563,6 +612,8 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         "optim_substeps": args.optim_substeps,
         "context_slack": args.context_slack,
         "rl_temperature": args.rl_temperature,
+        "sft_segments": args.sft_segments,
+        "eval_every": args.eval_every,
     }
     changes = {k: v for k, v in given.items() if v is not None}
     if args.context_window is not None:
@@ -619,11 +670,25 @@ class _Run:
         token budgets (or `budget`: reply and trajectory tokens), under the setup's context
         policy (or `context`)."""
         started = time.perf_counter()
+        groups = await rollout_batch(
+            tasks,
+            env_factory=self.factory,
+            sampler=sampler,
+            renderer=ChatRenderer(tokenizer, self.protocol.tools),
+            protocol=self.protocol,
+            config=self._rollout(group, budget, context),
+            max_concurrent_groups=min(len(tasks), self.setup.concurrent_games),
+        )
+        return groups, _score(groups, time.perf_counter() - started)
+
+    def _rollout(
+        self, group: int, budget: tuple[int, int] | None, context: ContextPolicy | None
+    ) -> RolloutConfig:
         reply, trajectory = budget or (
             self.setup.max_reply_tokens,
             self.setup.max_trajectory_tokens,
         )
-        config = RolloutConfig(
+        return RolloutConfig(
             group_size=group,
             max_env_steps=self.setup.max_steps,
             max_assistant_tokens=reply,
@@ -633,15 +698,23 @@ class _Run:
             sampling=SamplingParams(temperature=self.setup.eval_temperature, seed=self.setup.seed),
             context=context or context_policy(self.setup),
         )
-        groups = await rollout_batch(
-            tasks,
+
+    async def plan(
+        self, tokenizer: Any, tasks: list[TaskInfo]
+    ) -> tuple[list[TrajectoryGroup], Score]:
+        """Every task played once by the planner (`planner_player`: it reads the game's
+        solution, the ceiling) within the run's step limit. Its prompts hold the whole history
+        (its player finds the turn by the prompt's growth; no model reads them)."""
+        started = time.perf_counter()
+        budget = (self.setup.max_reply_tokens, RECORDING_TRAJECTORY_TOKENS)
+        play = planner_player(
             env_factory=self.factory,
-            sampler=sampler,
             renderer=ChatRenderer(tokenizer, self.protocol.tools),
             protocol=self.protocol,
-            config=config,
-            max_concurrent_groups=min(len(tasks), self.setup.concurrent_games),
+            rollout=self._rollout(1, budget, FullHistory()),
+            reward_fn=WinMinusInvalid(),
         )
+        groups = list(await asyncio.gather(*(play(task) for task in tasks)))
         return groups, _score(groups, time.perf_counter() - started)
 
     async def explore(
@@ -835,12 +908,59 @@ def _trainer(
     )
 
 
+def plot_scratch(result: ScratchResult, path: Path) -> Path:
+    """The run's held-out success per RL update (`ScratchResult.curve`), the training batches'
+    success, and the planner's and the exploring expert's on the same held-out games."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6, 4))
+    FigureCanvasAgg(figure)
+    axes = figure.subplots()
+    points = result.curve
+    held_out = [p.score.success for p in points]
+    axes.plot([p.update for p in points], held_out, marker="o", label="model (valid_unseen)")
+    if result.train_success:
+        updates = range(1, len(result.train_success) + 1)
+        axes.plot(updates, result.train_success, alpha=0.4, label="RL batch (train games)")
+    if result.planner_eval is not None:
+        axes.axhline(result.planner_eval.success, linestyle="--", color="grey", label="planner")
+    axes.axhline(
+        result.explorer_eval.success, linestyle=":", color="black", label="exploring expert"
+    )
+    axes.set(
+        title="ALFWorld from scratch: success per RL update",
+        xlabel="RL update (0: after imitation)",
+        ylabel="success",
+        ylim=(0, 1.02),
+    )
+    axes.legend(loc="center right")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def write_results(result: ScratchResult, out: Path) -> tuple[Path, ...]:
+    """`out/result.json` (every number), `out/result.md` (`result_markdown`) and the plots in
+    `out/plots`: the curve (`plot_scratch`) and the evaluations' comparison plots
+    (`agentrl.reporting.plots.plot_eval_files`: planner, imitated model, after RL); returns the
+    plots."""
+    from agentrl.reporting.plots import plot_eval_files
+
+    (out / "result.json").write_text(json.dumps(asdict(result), indent=2))
+    (out / "result.md").write_text(result_markdown(result))
+    curve = plot_scratch(result, out / "plots" / "alfworld.png")
+    return (curve, *plot_eval_files([Path(p) for p in result.eval_files], out / "plots"))
+
+
 def result_markdown(result: ScratchResult) -> str:
     """The run as a markdown table."""
     played = "train games and copies" if result.setup.relabeled_copies else "train games"
     rows = [
         (f"exploring expert ({played})", result.explorer_train),
         ("exploring expert (valid_unseen)", result.explorer_eval),
+        *([("planner (valid_unseen)", result.planner_eval)] if result.planner_eval else []),
         ("model before RL (valid_unseen)", result.before_rl),
         ("model after RL (valid_unseen)", result.after_rl),
     ]
@@ -883,6 +1003,7 @@ RL_FIELDS = frozenset(
         "optim_substeps",
         "kl_coef",
         "rl_temperature",
+        "eval_every",
         "eval_samples",
         "eval_temperature",
         "env_workers",
@@ -983,6 +1104,46 @@ async def saved_imitation(key: dict[str, Any], source: Path, backend: Any) -> Im
     )
 
 
+PLANNER = "planner"
+"""The planner's evaluation label."""
+
+
+def scratch_eval_files(out: Path, setup: ScratchSetup) -> tuple[Path, Path, Path]:
+    """Where `run_scratch` writes its evaluations on the valid_unseen games (replacing an
+    earlier run's): `out/eval/planner.jsonl`, `imitation.jsonl` (before RL) and
+    `update-NNNN.jsonl` (after `setup.updates` updates, as the Trainer names its checkpoints)."""
+    folder = out / "eval"
+    after = f"update-{setup.updates:04d}"
+    return folder / f"{PLANNER}.jsonl", folder / f"{IMITATION}.jsonl", folder / f"{after}.jsonl"
+
+
+async def _record(groups: list[TrajectoryGroup], path: Path, label: str) -> None:
+    """The played `groups` written as an evaluation file (`agentrl.evaluation.evaluate_tasks`:
+    every episode, then summaries per split), for the plots and the viewer."""
+    from agentrl.evaluation import evaluate_tasks
+
+    played = {group.task.task_id: group for group in groups}
+
+    async def replay(task: TaskInfo) -> TrajectoryGroup:
+        return played[task.task_id]
+
+    samples = max((len(g.trajectories) for g in groups), default=1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tasks = [group.task for group in groups]
+    await evaluate_tasks(
+        tasks, replay, path, label=label, samples_per_game=samples, overwrite=True, progress=False
+    )
+
+
+async def _curve_point(
+    run: _Run, backend: Any, tokenizer: Any, held_out: list[TaskInfo], update: int
+) -> CurvePoint:
+    """Held-out success after `update` RL updates (`ScratchSetup.eval_every`)."""
+    _, score = await run.play(await backend.sampler(), tokenizer, held_out, run.setup.eval_samples)
+    print(f"update {update}: valid_unseen success {score.success:.3f}", flush=True)
+    return CurvePoint(update, score)
+
+
 def _fresh(path: Path) -> Path:
     """`path`, an earlier run's file there first renamed aside (`NAME.K.jsonl`), kept."""
     if path.exists():
@@ -992,6 +1153,18 @@ def _fresh(path: Path) -> Path:
         path.rename(aside)
         print(f"{path} holds an earlier run's records: kept as {aside}", flush=True)
     return path
+
+
+def imitation_batches(setup: ScratchSetup, demos: list[list[Datum]]) -> Iterator[list[Datum]]:
+    """The datums of each of the `sft_steps` imitation steps: `sft_batch` demonstrations
+    (`demonstration_datums`: each episode's segments), or with `sft_segments` `sft_batch`
+    segments drawn from all of them, without replacement within a step; the draws are keyed by
+    `setup.seed` alone."""
+    rng = random.Random(setup.seed)
+    units = [[datum] for episode in demos for datum in episode] if setup.sft_segments else demos
+    for _ in range(setup.sft_steps):
+        drawn = rng.sample(units, min(setup.sft_batch, len(units)))
+        yield [datum for unit in drawn for datum in unit]
 
 
 async def _imitate(
@@ -1011,11 +1184,8 @@ async def _imitate(
     _, explorer_eval = await run.explore(tokenizer, games.held_out, windowed=False)
     lap("demonstrations")
     print(f"explorer: train {explorer_train}, valid_unseen {explorer_eval}", flush=True)
-    rng = random.Random(setup.seed)
     sft_loss, sft_tokens = [], 0
-    for step in range(1, setup.sft_steps + 1):
-        episodes = rng.sample(demos, min(setup.sft_batch, len(demos)))
-        batch = [datum for episode in episodes for datum in episode]
+    for step, batch in enumerate(imitation_batches(setup, demos), start=1):
         fb = await backend.forward_backward(batch, LossName.CROSS_ENTROPY, LossConfig())
         await backend.optim_step(AdamParams(learning_rate=imitation_learning_rate(setup, step)))
         sft_loss.append(round(fb.loss, 4))
@@ -1078,9 +1248,16 @@ async def run_scratch(
             await save_imitation(key, backend, imitation)
         else:
             lap("imitation")
-        _, before = await run.play(await backend.sampler(), tokenizer, held_out, setup.eval_samples)
+        planned, planner = await run.plan(tokenizer, held_out)
+        files = scratch_eval_files(out, setup)
+        await _record(planned, files[0], PLANNER)
+        played, before = await run.play(
+            await backend.sampler(), tokenizer, held_out, setup.eval_samples
+        )
+        await _record(played, files[1], IMITATION)
         lap("eval_before_rl")
-        print(f"before RL (valid_unseen): {before}", flush=True)
+        print(f"planner (valid_unseen): {planner}\nbefore RL (valid_unseen): {before}", flush=True)
+        curve = [CurvePoint(0, before)]
         train_success = []
         if setup.updates:
             # the Trainer's `run` would log each update; this loop drives `update` itself
@@ -1096,11 +1273,20 @@ async def run_scratch(
                     train_success.append(round(metrics.stats.success_rate, 4))
                     rate = metrics.stats.success_rate
                     print(f"update {number}: train success {rate:.3f}", flush=True)
+                    due = setup.eval_every > 0 and number % setup.eval_every == 0
+                    if due and number < setup.updates:  # the last one: the evaluation after RL
+                        point = await _curve_point(run, backend, tokenizer, held_out, number)
+                        curve.append(point)
+                await trainer.save(setup.updates)  # the trained model, as the Trainer names it
             finally:
                 await trainer.close()
                 sink.close()
         lap("rl")
-        _, after = await run.play(await backend.sampler(), tokenizer, held_out, setup.eval_samples)
+        played, after = await run.play(
+            await backend.sampler(), tokenizer, held_out, setup.eval_samples
+        )
+        await _record(played, files[2], files[2].stem)
+        curve.append(CurvePoint(setup.updates, after))
         lap("eval_after_rl")
         print(f"after RL (valid_unseen): {after}", flush=True)
     finally:
@@ -1123,4 +1309,7 @@ async def run_scratch(
         parameters=sum(p.numel() for p in backend.trainable_parameters()),
         seconds=seconds,
         cpu_seconds=cpu_seconds,
+        planner_eval=planner,
+        curve=curve,
+        eval_files=[str(path) for path in files],
     )

@@ -238,8 +238,11 @@ class PlainCommandProtocol:
             lines.append(f"Observation:\n{result.step.observation.strip()}")
         return Message(role="tool", content="\n".join(lines), name=self.name)
 
-    def call_text(self, action: str) -> str:
-        """The assistant text that sends `action`: the command itself."""
+    def call_text(self, action: str, *, dialect: ToolCallDialect | None = None) -> str:
+        """The assistant text that sends `action`: the command itself (no markup, so every
+        `dialect` writes it the same; the argument makes this protocol a drop-in for
+        `CommandTool.call_text` callers such as the planner player)."""
+        del dialect
         return action
 
     def _listed(self, step: EnvStep) -> list[str]:

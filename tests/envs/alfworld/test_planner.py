@@ -128,3 +128,38 @@ async def test_fast_downward_plans_win(alfworld_games) -> None:
     finally:
         await group.close()
     assert result.won and policy.plan_source == "fast_downward"
+
+
+async def test_the_planner_player_sends_plain_commands(alfworld_games) -> None:
+    """`planner_player` with a `PlainCommandProtocol` (the from-scratch recipe's): each reply
+    is the plan's command itself, through the rollout engine, and the planner wins."""
+    pytest.importorskip("transformers")
+    from agentrl.algo.rewards import WinMinusInvalid
+    from agentrl.chat import ChatRenderer
+    from agentrl.envs.alfworld import alfworld_group_factory
+    from agentrl.envs.alfworld.baseline import planner_player
+    from agentrl.envs.alfworld.tools import alfworld_plain_protocol
+    from agentrl.recipes.tokenizer import bpe_tokenizer
+    from agentrl.rollout import RolloutConfig
+
+    protocol = alfworld_plain_protocol(restate_task=True, include_admissible=True)
+    tokenizer = bpe_tokenizer([], 0)  # byte-level: any text round-trips
+    factory = alfworld_group_factory()
+    play = planner_player(
+        env_factory=factory,
+        renderer=ChatRenderer(tokenizer, protocol.tools),
+        protocol=protocol,
+        rollout=RolloutConfig(group_size=1, max_env_steps=50, max_trajectory_tokens=1 << 20),
+        reward_fn=WinMinusInvalid(),
+    )
+    try:
+        for game in alfworld_games.games[:2]:
+            task = game.to_task()
+            (trajectory,) = (await play(task)).trajectories
+            plan = PlannerPolicy()
+            await plan.start(task, 1)
+            replies = [tokenizer.decode(t.completion_tokens) for t in trajectory.turns]
+            assert trajectory.won and trajectory.invalid_actions == 0
+            assert [r.removesuffix("<|im_end|>").strip() for r in replies] == list(plan.plan)
+    finally:
+        await factory.close()

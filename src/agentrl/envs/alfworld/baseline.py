@@ -11,6 +11,7 @@ from agentrl.core.types import TaskInfo, TrajectoryGroup
 from agentrl.envs.alfworld.planner import PlannerPolicy, PlanSource
 from agentrl.rollout import PlayFn, ReplySampler, RolloutConfig, model_player
 from agentrl.tools import CommandTool
+from agentrl.tools.command import PlainCommandProtocol
 
 __all__ = ["planner_player"]
 
@@ -19,7 +20,7 @@ def planner_player(
     *,
     env_factory: EnvGroupFactory,
     renderer: ChatRenderer,
-    protocol: CommandTool,
+    protocol: CommandTool | PlainCommandProtocol,
     rollout: RolloutConfig,
     reward_fn: RewardFn,
     source: PlanSource = "auto",
@@ -28,7 +29,8 @@ def planner_player(
 
     Each game's plan comes from `agentrl.envs.alfworld.PlannerPolicy` (the game's stored
     walkthrough, the expert, or Fast Downward); every plan step is sent as the protocol's tool
-    call, so statuses, rewards and records are exactly those a model would get.
+    call (or, with a `PlainCommandProtocol`, as the command itself), so statuses, rewards and
+    records are exactly those a model would get.
     """
 
     async def play(task: TaskInfo) -> TrajectoryGroup:
