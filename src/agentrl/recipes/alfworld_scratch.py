@@ -24,10 +24,12 @@ learns to play generated ALFWorld games, everything the library's own:
 4. imitation: cross-entropy steps on the demonstrations (`trajectory_to_datums`: assistant
    tokens only, one datum per segment) with `LocalBackend.tiny(..., full_finetune=True)`;
 5. success on the valid_unseen games (at `eval_temperature`, draws keyed by seed, game, branch
-   and turn) before RL;
+   and turn) before RL, beside the planner's on the same games (the ceiling); every evaluation
+   is written as an eval JSONL file (`scratch_eval_files`);
 6. RL: `Trainer` updates (`ScratchSetup.estimator`: GroupMean or GiGPO advantages, PPO,
    reward 1[won] - 0.1 x invalid actions);
-7. success on the same valid_unseen games after RL.
+7. success on the same valid_unseen games after RL (and every `eval_every` updates during it:
+   `ScratchResult.curve`, plotted by `write_results`); the model is saved as `update-NNNN`.
 """
 
 from __future__ import annotations
