@@ -701,6 +701,12 @@ class _Run:
             context=context or context_policy(self.setup),
         )
 
+    async def evaluate(
+        self, backend: Any, tokenizer: Any, tasks: list[TaskInfo]
+    ) -> tuple[list[TrajectoryGroup], Score]:
+        """The backend's current model on `tasks`, `eval_samples` episodes each."""
+        return await self.play(await backend.sampler(), tokenizer, tasks, self.setup.eval_samples)
+
     async def plan(
         self, tokenizer: Any, tasks: list[TaskInfo]
     ) -> tuple[list[TrajectoryGroup], Score]:
@@ -913,34 +919,21 @@ def _trainer(
 def plot_scratch(result: ScratchResult, path: Path) -> Path:
     """The run's held-out success per RL update (`ScratchResult.curve`), the training batches'
     success, and the planner's and the exploring expert's on the same held-out games."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from agentrl.reporting.plots import Level, success_curve_plot
 
-    figure = Figure(figsize=(6, 4))
-    FigureCanvasAgg(figure)
-    axes = figure.subplots()
-    points = result.curve
-    held_out = [p.score.success for p in points]
-    axes.plot([p.update for p in points], held_out, marker="o", label="model (valid_unseen)")
-    if result.train_success:
-        updates = range(1, len(result.train_success) + 1)
-        axes.plot(updates, result.train_success, alpha=0.4, label="RL batch (train games)")
-    if result.planner_eval is not None:
-        axes.axhline(result.planner_eval.success, linestyle="--", color="grey", label="planner")
-    axes.axhline(
-        result.explorer_eval.success, linestyle=":", color="black", label="exploring expert"
-    )
-    axes.set(
+    planner = [Level(result.planner_eval.success, "planner")] if result.planner_eval else []
+    explorer = Level(result.explorer_eval.success, "exploring expert", ":", "black")
+    return success_curve_plot(
+        path,
+        held_out=[(p.update, p.score.success) for p in result.curve],
+        held_out_label="model (valid_unseen)",
+        batches=result.train_success or None,
+        batch_label="RL batch (train games)",
+        levels=[*planner, explorer],
         title="ALFWorld from scratch: success per RL update",
         xlabel="RL update (0: after imitation)",
-        ylabel="success",
-        ylim=(0, 1.02),
+        legend="center right",
     )
-    axes.legend(loc="center right")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    return path
 
 
 def write_results(result: ScratchResult, out: Path) -> tuple[Path, ...]:
@@ -1141,7 +1134,7 @@ async def _curve_point(
     run: _Run, backend: Any, tokenizer: Any, held_out: list[TaskInfo], update: int
 ) -> CurvePoint:
     """Held-out success after `update` RL updates (`ScratchSetup.eval_every`)."""
-    _, score = await run.play(await backend.sampler(), tokenizer, held_out, run.setup.eval_samples)
+    _, score = await run.evaluate(backend, tokenizer, held_out)
     print(f"update {update}: valid_unseen success {score.success:.3f}", flush=True)
     return CurvePoint(update, score)
 
@@ -1253,9 +1246,7 @@ async def run_scratch(
         planned, planner = await run.plan(tokenizer, held_out)
         files = scratch_eval_files(out, setup)
         await _record(planned, files[0], PLANNER)
-        played, before = await run.play(
-            await backend.sampler(), tokenizer, held_out, setup.eval_samples
-        )
+        played, before = await run.evaluate(backend, tokenizer, held_out)
         await _record(played, files[1], IMITATION)
         lap("eval_before_rl")
         print(f"planner (valid_unseen): {planner}\nbefore RL (valid_unseen): {before}", flush=True)
@@ -1284,9 +1275,7 @@ async def run_scratch(
                 await trainer.close()
                 sink.close()
         lap("rl")
-        played, after = await run.play(
-            await backend.sampler(), tokenizer, held_out, setup.eval_samples
-        )
+        played, after = await run.evaluate(backend, tokenizer, held_out)
         await _record(played, files[2], files[2].stem)
         curve.append(CurvePoint(setup.updates, after))
         lap("eval_after_rl")

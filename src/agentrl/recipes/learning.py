@@ -454,26 +454,16 @@ async def load_teacher(setup: LearningSetup, tokenizer: Any, run_dir: Path) -> A
 
 def plot_learning(result: LearningResult, path: Path) -> Path:
     """One run's held-out success per update, with the random valid policy's level."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from agentrl.reporting.plots import Level, success_curve_plot
 
-    figure = Figure(figsize=(6, 4))
-    FigureCanvasAgg(figure)
-    axes = figure.subplots()
-    updates = [p.update for p in result.curve]
-    axes.plot(updates, [p.success for p in result.curve], marker="o", label="model (held-out)")
-    axes.plot(
-        range(1, len(result.train_success) + 1),
-        result.train_success,
-        alpha=0.4,
-        label="training batch",
+    return success_curve_plot(
+        path,
+        held_out=[(p.update, p.success) for p in result.curve],
+        held_out_label="model (held-out)",
+        batches=result.train_success,
+        batch_label="training batch",
+        levels=[Level(result.random_success, "random valid policy")],
+        title=f"{result.env}: success per update",
+        xlabel="update",
+        legend="lower right",
     )
-    axes.axhline(result.random_success, linestyle="--", color="grey", label="random valid policy")
-    axes.set(
-        title=f"{result.env}: success per update", xlabel="update", ylabel="success", ylim=(0, 1.02)
-    )
-    axes.legend(loc="lower right")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    return path

@@ -17,6 +17,7 @@ import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from matplotlib.axes import Axes
 from matplotlib.container import BarContainer
@@ -25,7 +26,15 @@ from matplotlib.figure import Figure
 from agentrl.algo.metrics import OVERALL, SplitSummary
 from agentrl.store.eval_records import EvalFile, read_eval_file
 
-__all__ = ["PlotError", "RunPoint", "plot_eval_files", "plot_runs", "run_points"]
+__all__ = [
+    "Level",
+    "PlotError",
+    "RunPoint",
+    "plot_eval_files",
+    "plot_runs",
+    "run_points",
+    "success_curve_plot",
+]
 
 SPLITS = ("valid_seen", "valid_unseen", OVERALL)
 
@@ -187,3 +196,47 @@ def plot_eval_files(
     """Read eval JSONL files and draw the comparison charts into `out_dir`."""
     files = [read_eval_file(Path(p)) for p in paths]
     return plot_runs(run_points(files, labels), out_dir)
+
+
+@dataclass(frozen=True)
+class Level:
+    """A horizontal reference line of `success_curve_plot` (a baseline's success)."""
+
+    value: float
+    label: str
+    linestyle: str = "--"
+    color: str = "grey"
+
+
+def success_curve_plot(
+    path: Path,
+    *,
+    held_out: Sequence[tuple[int, float]],
+    held_out_label: str,
+    batches: Sequence[float] | None,
+    batch_label: str,
+    levels: Sequence[Level],
+    title: str,
+    xlabel: str,
+    legend: Literal["best", "lower right", "center right", "upper right", "lower left"],
+) -> Path:
+    """A training run's success as a PNG: held-out `(update, success)` points, the training
+    batches' success per update (1, 2, ...; None: no line) and reference `levels`, on a
+    0-1 axis; `legend` is matplotlib's legend location. Returns `path`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figure = Figure(figsize=(6, 4))
+    FigureCanvasAgg(figure)
+    axes = figure.subplots()
+    updates = [update for update, _ in held_out]
+    axes.plot(updates, [success for _, success in held_out], marker="o", label=held_out_label)
+    if batches is not None:
+        axes.plot(range(1, len(batches) + 1), batches, alpha=0.4, label=batch_label)
+    for level in levels:
+        axes.axhline(level.value, linestyle=level.linestyle, color=level.color, label=level.label)
+    axes.set(title=title, xlabel=xlabel, ylabel="success", ylim=(0, 1.02))
+    axes.legend(loc=legend)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    return path
