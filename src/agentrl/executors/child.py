@@ -205,8 +205,13 @@ class ChildProcess:
         try:
             conn.send(message)
         except (OSError, ValueError) as exc:
+            # a broken pipe is a worker that died before `alive` could see it (a SIGKILL not
+            # yet reaped): reported as the receiving side reports a death
+            code = self._process.poll() if self._process is not None else None
             self.kill()
-            raise WorkerFailure(f"the worker is gone: {exc}", branch) from exc
+            raise WorkerFailure(
+                f"the worker died: sending it a request failed ({exc}; exit code {code})", branch
+            ) from exc
 
     def kill(self) -> None:
         """Stop the process now (idempotent)."""
