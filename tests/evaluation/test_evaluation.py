@@ -184,9 +184,14 @@ def test_cli_eval_interrupted_by_ctrl_c_then_resumed(tmp_path: Path) -> None:
     assert read_eval_file(out).summaries[OVERALL].stats.episodes == 12
 
 
-def test_cli_planner_baseline_wins_generated_games(tmp_path: Path, alfworld_games: Any) -> None:
+@pytest.mark.parametrize("window", [[], ["--context-window", "1"]], ids=["whole", "window-1"])
+def test_cli_planner_baseline_wins_generated_games(
+    tmp_path: Path, alfworld_games: Any, window: list[str]
+) -> None:
+    """The planner wins every game, also when a context window cuts its prompts (its replies
+    follow the plan by the requests' keyed turns, not by what the prompts hold)."""
     out = tmp_path / "planner.jsonl"
-    flags = ["eval", "--policy", "planner", "--data-root", str(alfworld_games.root)]
+    flags = ["eval", "--policy", "planner", "--data-root", str(alfworld_games.root), *window]
     result = subprocess.run(
         _cli(*flags, "--split", "all", "--limit-per-split", "1", "--output", str(out)),
         env=_env(),
@@ -199,6 +204,7 @@ def test_cli_planner_baseline_wins_generated_games(tmp_path: Path, alfworld_game
     assert data.label == "planner"
     overall = data.summaries[OVERALL].stats
     assert overall.episodes == 2 and overall.success_rate == 1.0
+    assert overall.mean_turns >= 3  # under a window of one turn, the third prompt is cut
     assert overall.tool_format_rate == 1.0 and overall.mean_invalid_actions == 0.0
     assert set(data.summaries) == {"valid_seen", "valid_unseen", OVERALL}
     assert "planner" in result.stdout and "100.00%" in result.stdout

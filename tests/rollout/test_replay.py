@@ -107,3 +107,51 @@ async def test_a_replay_refuses_requests_it_has_no_recording_for(qwen_tokenizer:
     assert len(first) == 2
     with pytest.raises(ValueError, match="asks for 3 completions; 2 were recorded"):
         await ReplaySampler(recording.replies).sample([1], 3, SamplingParams(seed=key))
+
+
+@pytest.mark.parametrize("context", [FullHistory(), RecentTurns(1)], ids=["whole", "window-1"])
+async def test_the_reply_sampler_follows_its_script_turn_by_turn_under_any_window(
+    qwen_tokenizer: Any, context: Any
+) -> None:
+    """`ReplySampler` (the scripted players' sampler) replies with the k-th scripted text at
+    every branch's k-th turn, read from the requests' keyed seeds: under a window of one turn
+    the prompts of turns 3 to 9 extend no earlier prompt, and the script still goes on."""
+    from agentrl.rollout import ReplySampler, rollout_group
+
+    renderer = ChatRenderer(qwen_tokenizer, PROTOCOL.tools)
+    script = [PROTOCOL.call_text(room) for room in [*ROOMS, *reversed(ROOMS)]][:8]
+    fallback = PROTOCOL.call_text("inventory")
+    task, cfg = TASKS[0], config(context)
+    sampler = ReplySampler(renderer, script, fallback, rollout=cfg, group_id=task.task_id)
+    group = await rollout_group(
+        task,
+        env_factory=make_toy_group,
+        sampler=sampler,
+        renderer=renderer,
+        protocol=PROTOCOL,
+        config=cfg,
+    )
+    expected = [*script, fallback]
+    for trajectory in group.trajectories:
+        replies = [qwen_tokenizer.decode(t.completion_tokens) for t in trajectory.turns]
+        assert len(replies) >= 4, trajectory.stop_reason  # past the window's first cut
+        assert [r.removesuffix("<|im_end|>") for r in replies] == expected[: len(replies)]
+
+
+def test_the_reply_sampler_needs_keyed_requests(qwen_tokenizer: Any) -> None:
+    """A rollout config without a base seed gives no keyed requests: refused at once, and
+    `keyed_rollout` gives one; a request keyed for another group is refused when it comes."""
+    import asyncio
+
+    from agentrl.rollout import ReplySampler, keyed_rollout
+
+    renderer = ChatRenderer(qwen_tokenizer, PROTOCOL.tools)
+    seedless = config(FullHistory(), seed=None)
+    with pytest.raises(ValueError, match="keyed seed"):
+        ReplySampler(renderer, ["look"], "look", rollout=seedless, group_id="g")
+    keyed = keyed_rollout(seedless)
+    assert keyed.sampling.seed == 0 and keyed_rollout(config(FullHistory())).sampling.seed == 7
+    sampler = ReplySampler(renderer, ["look"], "look", rollout=keyed, group_id="g")
+    stranger = SamplingParams(max_tokens=16, seed=12345)
+    with pytest.raises(ValueError, match="no turn of the group"):
+        asyncio.run(sampler.sample([1, 2, 3], 1, stranger))

@@ -711,15 +711,14 @@ class _Run:
         self, tokenizer: Any, tasks: list[TaskInfo]
     ) -> tuple[list[TrajectoryGroup], Score]:
         """Every task played once by the planner (`planner_player`: it reads the game's
-        solution, the ceiling) within the run's step limit. Its prompts hold the whole history
-        (its player finds the turn by the prompt's growth; no model reads them)."""
+        solution, the ceiling) within the run's step limit, under the run's context policy
+        and token budgets as the model plays."""
         started = time.perf_counter()
-        budget = (self.setup.max_reply_tokens, RECORDING_TRAJECTORY_TOKENS)
         play = planner_player(
             env_factory=self.factory,
             renderer=ChatRenderer(tokenizer, self.protocol.tools),
             protocol=self.protocol,
-            rollout=self._rollout(1, budget, FullHistory()),
+            rollout=self._rollout(1, None, None),
             reward_fn=WinMinusInvalid(),
         )
         groups = list(await asyncio.gather(*(play(task) for task in tasks)))

@@ -2,7 +2,7 @@
 
 `config` (`RolloutConfig`), `context` (`ContextPolicy`: `FullHistory`, `RecentTurns`,
 `SummarizedTurns`), `turn` (one turn of one branch), `engine` (`rollout_group`,
-`rollout_batch`), `players` (`model_player`, `ReplySampler`) and `replay`
+`rollout_batch`), `players` (`model_player`, `ReplySampler`, `keyed_rollout`) and `replay`
 (`RecordingSampler`, `ReplaySampler`: recorded episodes played again under another config).
 """
 
@@ -15,7 +15,7 @@ from agentrl.rollout.context import (
     SummaryPolicy,
 )
 from agentrl.rollout.engine import group_id_at, rollout_batch, rollout_group
-from agentrl.rollout.players import PlayFn, ReplySampler, model_player
+from agentrl.rollout.players import PlayFn, ReplySampler, keyed_rollout, model_player
 from agentrl.rollout.replay import RecordingSampler, ReplaySampler
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "SummarizedTurns",
     "SummaryPolicy",
     "group_id_at",
+    "keyed_rollout",
     "model_player",
     "rollout_batch",
     "rollout_group",

@@ -41,6 +41,7 @@ from agentrl.core.types import (
 )
 from agentrl.rollout.config import RolloutConfig, SamplerFailure
 from agentrl.rollout.turn import (
+    FIRST_REQUEST,
     Branch,
     Stepper,
     TurnSetup,
@@ -170,7 +171,7 @@ async def rollout_group(
             return await ended(StopReason.TOKEN_BUDGET, None)
         max_tokens = min(config.max_assistant_tokens, room)
         try:
-            params = turn_params(setup, max_tokens, "first")
+            params = turn_params(setup, max_tokens, FIRST_REQUEST)
             firsts = await sample(sampler, prompt, size, params, config, vocab_size(renderer))
         except SamplerFailure as exc:
             return await ended(StopReason.SAMPLER_ERROR, str(exc))

@@ -39,7 +39,17 @@ from agentrl.rollout.config import RolloutConfig, SamplerFailure
 from agentrl.rollout.context import SummaryPolicy
 from agentrl.tools import ToolProtocol, ToolResult, parse_with_dialect, tool_messages
 
-__all__ = ["Branch", "Stepper", "TurnSetup", "play_turn", "sample", "turn_params", "vocab_size"]
+__all__ = [
+    "FIRST_REQUEST",
+    "Branch",
+    "Stepper",
+    "TurnSetup",
+    "play_turn",
+    "request_seed",
+    "sample",
+    "turn_params",
+    "vocab_size",
+]
 
 log = logging.getLogger(__name__)
 
@@ -418,12 +428,24 @@ def _next_prompt(
     return prompt, True, start
 
 
+FIRST_REQUEST = "first"
+"""The key of a group's first request (every branch's first reply at once); a later turn's
+request is keyed `(branch, turn)`, `turn` the number of turns the branch has played."""
+
+
+def request_seed(seed: int, group_id: str, *key: int | str) -> int:
+    """The keyed seed of one sampling request of group `group_id` (`turn_params`):
+    `derive_seed(seed, group_id, *key)`, `key` `(FIRST_REQUEST,)` or `(branch, turn)`. A
+    scripted sampler reads the turn back from it (`agentrl.rollout.ReplySampler`)."""
+    return derive_seed(seed, group_id, *key)
+
+
 def turn_params(setup: TurnSetup, max_tokens: int, *key: int | str) -> SamplingParams:
     """The turn's sampling parameters; a base seed becomes the request's keyed seed
-    `derive_seed(seed, group_id, *key)`."""
+    `request_seed(seed, group_id, *key)`."""
     sampling = setup.config.sampling
     stops = sampling.stop_tokens or setup.renderer.stop_tokens
     seed = sampling.seed
     if seed is not None:
-        seed = derive_seed(seed, setup.group_id, *key)
+        seed = request_seed(seed, setup.group_id, *key)
     return replace(sampling, max_tokens=max_tokens, stop_tokens=stops, seed=seed)

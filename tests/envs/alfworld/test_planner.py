@@ -130,9 +130,13 @@ async def test_fast_downward_plans_win(alfworld_games) -> None:
     assert result.won and policy.plan_source == "fast_downward"
 
 
-async def test_the_planner_player_sends_plain_commands(alfworld_games) -> None:
+@pytest.mark.parametrize("window", [None, 1], ids=["whole-history", "window-1"])
+@pytest.mark.parametrize("group", [1, 2])
+async def test_the_planner_player_sends_plain_commands(alfworld_games, window, group) -> None:
     """`planner_player` with a `PlainCommandProtocol` (the from-scratch recipe's): each reply
-    is the plan's command itself, through the rollout engine, and the planner wins."""
+    is the plan's command itself, through the rollout engine, and the planner wins, in every
+    branch, also when a context window cuts its prompts (the scripted sampler reads the turn
+    from the request's keyed seed, not from the prompt: a cut prompt extends no earlier one)."""
     pytest.importorskip("transformers")
     from agentrl.algo.rewards import WinMinusInvalid
     from agentrl.chat import ChatRenderer
@@ -140,8 +144,9 @@ async def test_the_planner_player_sends_plain_commands(alfworld_games) -> None:
     from agentrl.envs.alfworld.baseline import planner_player
     from agentrl.envs.alfworld.tools import alfworld_plain_protocol
     from agentrl.recipes.tokenizer import bpe_tokenizer
-    from agentrl.rollout import RolloutConfig
+    from agentrl.rollout import FullHistory, RecentTurns, RolloutConfig
 
+    context = FullHistory() if window is None else RecentTurns(window)
     protocol = alfworld_plain_protocol(restate_task=True, include_admissible=True)
     tokenizer = bpe_tokenizer([], 0)  # byte-level: any text round-trips
     factory = alfworld_group_factory()
@@ -149,17 +154,22 @@ async def test_the_planner_player_sends_plain_commands(alfworld_games) -> None:
         env_factory=factory,
         renderer=ChatRenderer(tokenizer, protocol.tools),
         protocol=protocol,
-        rollout=RolloutConfig(group_size=1, max_env_steps=50, max_trajectory_tokens=1 << 20),
+        rollout=RolloutConfig(
+            group_size=group, max_env_steps=50, max_trajectory_tokens=1 << 20, context=context
+        ),
         reward_fn=WinMinusInvalid(),
     )
     try:
         for game in alfworld_games.games[:2]:
             task = game.to_task()
-            (trajectory,) = (await play(task)).trajectories
+            trajectories = (await play(task)).trajectories
             plan = PlannerPolicy()
             await plan.start(task, 1)
-            replies = [tokenizer.decode(t.completion_tokens) for t in trajectory.turns]
-            assert trajectory.won and trajectory.invalid_actions == 0
-            assert [r.removesuffix("<|im_end|>").strip() for r in replies] == list(plan.plan)
+            assert len(plan.plan) >= 3  # under the window, the third prompt is cut
+            assert len(trajectories) == group
+            for trajectory in trajectories:
+                replies = [tokenizer.decode(t.completion_tokens) for t in trajectory.turns]
+                assert trajectory.won and trajectory.invalid_actions == 0
+                assert [r.removesuffix("<|im_end|>").strip() for r in replies] == list(plan.plan)
     finally:
         await factory.close()
