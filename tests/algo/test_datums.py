@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentrl.advantages import GroupMean
-from agentrl.datums import PrefixError, build_datums, has_signal, trajectory_to_datum
+from agentrl.datums import (
+    PrefixError,
+    build_datums,
+    has_signal,
+    trajectory_to_datum,
+    trajectory_to_datums,
+)
 from agentrl.testing import synthetic_group, synthetic_trajectory
 from agentrl.types import (
     CompletionStop,
@@ -66,6 +72,33 @@ def test_an_untrained_turn_stays_in_the_sequence_without_targets() -> None:
     assert every.mask.tolist() == trajectory_to_datum(trajectory, [1.0, 1.0]).mask.tolist()
     with pytest.raises(ValueError, match="1 trained flags for a trajectory of 2 turns"):
         trajectory_to_datum(trajectory, [1.0, 1.0], trained=[True])
+
+
+def test_context_weight_targets_the_environments_text_and_no_reply() -> None:
+    """`context_weight` (imitation's auxiliary loss): the first prompt and each tool message
+    between two replies become targets at that weight; a later segment's opening prompt (it
+    repeats replies) and every reply but the trained ones stay at 0."""
+    t1 = _turn((1, 2, 3), (10, 11), (-0.1, -0.2))
+    t2 = _turn((1, 2, 3, 10, 11, 4, 5), (12,), (-0.3,))  # a mistake: not trained
+    t3 = replace(_turn((1, 2, 12, 6, 7), (13,), (-0.4,)), new_segment=True)  # a cut prompt
+    t4 = _turn((1, 2, 12, 6, 7, 13, 8), (14,), (-0.5,))
+    trajectory = Trajectory(
+        turns=(t1, t2, t3, t4),
+        stop_reason=StopReason.WON,
+        won=True,
+        group_id="g",
+        task=TaskInfo("g"),
+    )
+    trained = [True, False, True, True]
+    first, second = trajectory_to_datums(trajectory, [1.0] * 4, trained=trained, context_weight=0.5)
+    assert first.target_tokens.tolist() == [2, 3, 10, 11, 4, 5, 12]
+    assert first.mask.tolist() == [0.5, 0.5, 1, 1, 0.5, 0.5, 0]
+    assert second.target_tokens.tolist() == [2, 12, 6, 7, 13, 8, 14]
+    assert second.mask.tolist() == [0, 0, 0, 0, 1, 0.5, 1]
+    plain = trajectory_to_datums(trajectory, [1.0] * 4, trained=trained)
+    assert [d.mask.tolist() for d in plain] == [[0, 0, 1, 1, 0, 0, 0], [0, 0, 0, 0, 1, 0, 1]]
+    with pytest.raises(ValueError, match="context_weight must be >= 0"):
+        trajectory_to_datums(trajectory, [1.0] * 4, context_weight=-0.1)
 
 
 def test_prefix_violation_is_detected() -> None:

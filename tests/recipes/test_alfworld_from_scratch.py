@@ -252,6 +252,10 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
         (["--rl-temperature", "0"], "--rl-temperature must be > 0, got 0.0"),
         (["--eval-every", "-1"], "ScratchSetup.eval_every must be >= 0, got -1"),
         (
+            ["--sft-context-weight", "-0.1"],
+            "ScratchSetup.sft_context_weight must be >= 0, got -0.1",
+        ),
+        (
             ["--context-window", "0", "--context-slack", "2"],  # the whole history, a slack
             "ScratchSetup.context_slack (2) must be >= 0 and needs a",
         ),
@@ -274,6 +278,8 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
     curved = format_overrides(CPU, parser.parse_args(flags))
     assert (curved.sft_segments, curved.eval_every) == (True, 8)
     assert (CPU.sft_segments, CPU.eval_every) == (False, 0)  # the preset's, unless given
+    weighted = format_overrides(CPU, parser.parse_args(["--sft-context-weight", "0.1"]))
+    assert weighted.sft_context_weight == 0.1 and CPU.sft_context_weight == 0.0
     assert format_overrides(CPU, parser.parse_args([])) == CPU
     with pytest.raises(SystemExit):  # argparse names the choices
         parser.parse_args(["--sft-schedule", "exponential"])
@@ -285,6 +291,48 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
     )
     with pytest.raises(ValueError, match="context_window must be >= 1 or None"):
         replace(CPU, context_window=0)
+
+
+def test_imitation_with_context_targets_divides_by_the_reply_tokens() -> None:
+    """`sft_context_weight`: one real torch step's loss is the replies' summed cross-entropy
+    plus the weighted context's, divided by the reply tokens alone (`imitation_loss`), so
+    the auxiliary loss adds to the replies' gradient instead of diluting it; without the
+    weight the step is the default per-token mean."""
+    import asyncio
+    from dataclasses import replace
+
+    import numpy as np
+
+    from agentrl.algo.datums import Datum
+    from agentrl.backends.base import LossConfig, LossName
+    from agentrl.backends.local import LocalBackend
+    from agentrl.recipes.alfworld_scratch import CPU, imitation_loss
+    from agentrl.recipes.tokenizer import bpe_tokenizer
+
+    backend = LocalBackend.tiny(bpe_tokenizer([], 0), seed=0, device="cpu", full_finetune=True)
+    tokens = np.arange(3, 15, dtype=np.int64)
+    replies = np.array([0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1], dtype=np.float32)
+    context = np.where(replies == 1, 0.0, 0.25).astype(np.float32)
+    zeros = np.zeros(12, dtype=np.float32)
+
+    def datum(mask: np.ndarray) -> Datum:
+        return Datum(tokens[:-1], tokens[1:], zeros[:-1], zeros[:-1], mask[:-1].copy())
+
+    weighted = replace(CPU, sft_context_weight=0.25)
+    both, reply_only, context_only = datum(replies + context), datum(replies), datum(context)
+    config = imitation_loss(weighted, [both])
+    assert config.normalisation == "constant" and config.norm_constant == 4.0  # reply tokens
+    assert imitation_loss(CPU, [reply_only]) == LossConfig()  # the default mean
+
+    async def loss(datum: Datum, cfg: LossConfig) -> float:
+        result = await backend.forward_backward([datum], LossName.CROSS_ENTROPY, cfg)
+        return result.loss
+
+    total = asyncio.run(loss(both, config))
+    reply_mean = asyncio.run(loss(reply_only, imitation_loss(CPU, [reply_only])))
+    summed = LossConfig(normalisation="constant", norm_constant=1.0)
+    context_sum = asyncio.run(loss(context_only, summed))
+    assert total == pytest.approx(reply_mean + context_sum / 4, rel=1e-5)
 
 
 def test_the_rl_phase_uses_the_setups_estimator(tmp_path: Path) -> None:

@@ -124,10 +124,21 @@ def trajectory_to_datums(
     turn_advantages: Sequence[float],
     sequence: str | None = None,
     trained: Sequence[bool] | None = None,
+    context_weight: float = 0.0,
 ) -> list[Datum]:
     """One datum per segment of the trajectory (one datum when its template extends), all
     with the sequence key `sequence`; `trained` (one flag per turn, default all True) leaves
-    a False turn's reply out of the targets (mask 0) while it stays in the sequence."""
+    a False turn's reply out of the targets (mask 0) while it stays in the sequence.
+
+    `context_weight` > 0 (imitation only: a cross-entropy weight, not an RL mask) also makes
+    targets of the tokens no reply wrote, at that weight: the first prompt of the trajectory
+    (system and first observation) and, in every segment, what was appended between one
+    reply and the next prompt (the tool message: observation, lists, template). The prompt
+    that opens a later segment is left out (it repeats earlier replies, mistakes among them),
+    and so is every reply, trained or not: predicting the environment's text is an auxiliary
+    loss beside the replies'."""
+    if context_weight < 0:
+        raise ValueError(f"context_weight must be >= 0, got {context_weight}")
     turns = trajectory.turns
     if len(turn_advantages) != len(turns):
         raise ValueError(
@@ -139,7 +150,7 @@ def trajectory_to_datums(
     if not turns:
         raise ValueError("cannot build a datum from a trajectory with no turns")
     return [
-        _segment_datum(turns[a:b], turn_advantages[a:b], flags[a:b], a, sequence)
+        _segment_datum(turns[a:b], turn_advantages[a:b], flags[a:b], a, sequence, context_weight)
         for a, b in segments(turns)
     ]
 
@@ -156,6 +167,7 @@ def _segment_datum(
     trained: Sequence[bool],
     first: int,
     sequence: str | None,
+    context_weight: float = 0.0,
 ) -> Datum:
     last = turns[-1]
     last_prompt = last.prompt_tokens
@@ -166,6 +178,7 @@ def _segment_datum(
     logprobs = np.zeros(n, dtype=np.float32)
     advantages = np.zeros(n, dtype=np.float32)
     mask = np.zeros(n, dtype=np.float32)
+    previous_end: int | None = None  # the end of the segment's previous reply
     for index, (turn, advantage, target) in enumerate(
         zip(turns, turn_advantages, trained, strict=True), first
     ):
@@ -189,9 +202,15 @@ def _segment_datum(
         if start == 0:
             raise ValueError(f"turn {index}: empty prompt; the first token cannot be a target")
         # Target position j predicts full[j + 1]; completion tokens sit at [start, end).
+        if context_weight:  # the tokens before this reply that no reply wrote (docstring)
+            if previous_end is not None:
+                mask[previous_end - 1 : start - 1] = context_weight
+            elif index == 0:
+                mask[: start - 1] = context_weight
         logprobs[start - 1 : end - 1] = turn.logprobs
         advantages[start - 1 : end - 1] = advantage
         mask[start - 1 : end - 1] = 1.0 if target else 0.0
+        previous_end = end
     return Datum(
         model_input=full[:-1].copy(),
         target_tokens=full[1:].copy(),

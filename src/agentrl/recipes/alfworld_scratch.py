@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 
 from agentrl.algo.datums import Datum, trajectory_to_datums
+from agentrl.algo.loss_config import LossNormalisation
 from agentrl.algo.rewards import WinMinusInvalid
 from agentrl.algo.schedule import LRSchedule, scheduled_learning_rate
 from agentrl.backends.base import (
@@ -117,6 +118,7 @@ __all__ = [
     "imitation_dir",
     "imitation_key",
     "imitation_learning_rate",
+    "imitation_loss",
     "plot_scratch",
     "result_markdown",
     "rl_config",
@@ -200,6 +202,10 @@ class ScratchSetup:
     """Imitation batches of `sft_batch` segments drawn from every demonstration's segments
     (under a context window an episode is several), instead of `sft_batch` whole episodes:
     a step reads fewer, like-sized rows."""
+    sft_context_weight: float = 0.0
+    """Imitation also predicts the environment's text (first observation, tool messages) at
+    this cross-entropy weight beside the replies' (`trajectory_to_datums(context_weight=)`),
+    the sum divided by the step's reply tokens alone; 0: the replies only."""
     sft_learning_rate: float = 1e-3
     sft_schedule: LRSchedule = LRSchedule.CONSTANT
     """How the imitation rate moves from `sft_learning_rate` to `sft_final_learning_rate`
@@ -248,6 +254,10 @@ class ScratchSetup:
             raise ValueError(f"ScratchSetup.demo_noise must be in [0, 1), got {self.demo_noise}")
         if self.kl_coef < 0:
             raise ValueError(f"ScratchSetup.kl_coef must be >= 0, got {self.kl_coef}")
+        if self.sft_context_weight < 0:
+            raise ValueError(
+                f"ScratchSetup.sft_context_weight must be >= 0, got {self.sft_context_weight}"
+            )
         if self.eval_every < 0:
             raise ValueError(f"ScratchSetup.eval_every must be >= 0, got {self.eval_every}")
         if self.optim_substeps < 1:
@@ -476,14 +486,14 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies`, `--demo-noise`,
-    `--sft-learning-rate`, `--sft-segments`, `--sft-schedule`, `--kl-coef`,
-    `--rl-learning-rate`, `--optim-substeps`, `--estimator`, `--rl-temperature`,
+    `--sft-learning-rate`, `--sft-segments`, `--sft-context-weight`, `--sft-schedule`,
+    `--kl-coef`, `--rl-learning-rate`, `--optim-substeps`, `--estimator`, `--rl-temperature`,
     `--eval-every`, `--context-window` and `--context-slack` (overrides of the preset's
     `ScratchSetup.protocol` / `search_order` / `relabeled_copies` / `demo_noise` /
-    `sft_learning_rate` / `sft_segments` / `sft_schedule` / `kl_coef` / `learning_rate` /
-    `optim_substeps` / `estimator` / `rl_temperature` / `eval_every` / `context_window` (0:
-    None, the whole history) / `context_slack`; None: the preset's; `format_overrides` applies
-    them)."""
+    `sft_learning_rate` / `sft_segments` / `sft_context_weight` / `sft_schedule` / `kl_coef` /
+    `learning_rate` / `optim_substeps` / `estimator` / `rl_temperature` / `eval_every` /
+    `context_window` (0: None, the whole history) / `context_slack`; None: the preset's;
+    `format_overrides` applies them)."""
     parser.add_argument(
         "--protocol",
         choices=get_args(ScratchProtocol),
@@ -517,6 +527,14 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="the imitation phase's (first) learning rate (default: the preset's)",
+    )
+    parser.add_argument(
+        "--sft-context-weight",
+        type=float,
+        default=None,
+        metavar="W",
+        help="imitation also predicts the environment's text at this weight beside the "
+        "replies (0: replies only; default: the preset's)",
     )
     parser.add_argument(
         "--sft-segments",
@@ -615,6 +633,7 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         "context_slack": args.context_slack,
         "rl_temperature": args.rl_temperature,
         "sft_segments": args.sft_segments,
+        "sft_context_weight": args.sft_context_weight,
         "eval_every": args.eval_every,
     }
     changes = {k: v for k, v in given.items() if v is not None}
@@ -777,11 +796,15 @@ def demo_noise(setup: ScratchSetup) -> ExplorerNoise | None:
 
 
 def demonstration_datums(
-    groups: list[TrajectoryGroup], tokenizer: Any, noise: ExplorerNoise | None
+    groups: list[TrajectoryGroup],
+    tokenizer: Any,
+    noise: ExplorerNoise | None,
+    context_weight: float = 0.0,
 ) -> list[list[Datum]]:
     """The imitation datums of the explorer's episodes, one list per episode (one datum per
     segment: one, or several under a context window): every reply a target but the mistakes
-    `noise` played (context only); an episode with no target left is dropped."""
+    `noise` played (context only), and with `context_weight` the environment's text at that
+    weight (`trajectory_to_datums`); an episode with no reply target left is dropped."""
     episodes = []
     for trajectory in (t for g in groups for t in g.trajectories if t.turns):
         trained = [True] * len(trajectory.turns)
@@ -790,7 +813,11 @@ def demonstration_datums(
             trained = [not noise.noisy(first, turn) for turn in range(len(trained))]
         if any(trained):
             advantages = [1.0] * len(trained)
-            episodes.append(trajectory_to_datums(trajectory, advantages, trained=trained))
+            episodes.append(
+                trajectory_to_datums(
+                    trajectory, advantages, trained=trained, context_weight=context_weight
+                )
+            )
     return episodes
 
 
@@ -814,7 +841,7 @@ async def demonstrations(setup: ScratchSetup, tasks: list[TaskInfo]) -> list[lis
         groups, _ = await run.explore(tokenizer, tasks, noise=noise)
     finally:
         await run.factory.close()
-    return demonstration_datums(groups, tokenizer, noise)
+    return demonstration_datums(groups, tokenizer, noise, setup.sft_context_weight)
 
 
 def _texts(groups: list[TrajectoryGroup], tokenizer: Any) -> list[str]:
@@ -844,6 +871,19 @@ def _backend(setup: ScratchSetup, tokenizer: Any, run_dir: Path) -> Any:
         model_overrides=shape,
         micro_batch_tokens=setup.micro_batch_tokens,
         max_batch_rows=setup.max_batch_rows,
+    )
+
+
+def imitation_loss(setup: ScratchSetup, batch: list[Datum]) -> LossConfig:
+    """The cross-entropy of an imitation step: the summed loss divided by the batch's reply
+    tokens (mask 1), so context targets (`sft_context_weight`, masks below 1) add to the sum
+    without shrinking the replies' gradient; without them, the default per-token mean (the
+    same divisor)."""
+    if not setup.sft_context_weight:
+        return LossConfig()
+    replies = sum(int(np.count_nonzero(d.mask == 1.0)) for d in batch)
+    return LossConfig(
+        normalisation=LossNormalisation.CONSTANT, norm_constant=float(max(replies, 1))
     )
 
 
@@ -1174,13 +1214,15 @@ async def _imitate(
     its valid_unseen score, then `sft_steps` cross-entropy steps of `backend` on them."""
     noise = demo_noise(setup)
     groups, explorer_train = await run.explore(tokenizer, games.train + copies, noise=noise)
-    demos = demonstration_datums(groups, tokenizer, noise)
+    demos = demonstration_datums(groups, tokenizer, noise, setup.sft_context_weight)
     _, explorer_eval = await run.explore(tokenizer, games.held_out, windowed=False)
     lap("demonstrations")
     print(f"explorer: train {explorer_train}, valid_unseen {explorer_eval}", flush=True)
     sft_loss, sft_tokens = [], 0
     for step, batch in enumerate(imitation_batches(setup, demos), start=1):
-        fb = await backend.forward_backward(batch, LossName.CROSS_ENTROPY, LossConfig())
+        fb = await backend.forward_backward(
+            batch, LossName.CROSS_ENTROPY, imitation_loss(setup, batch)
+        )
         await backend.optim_step(AdamParams(learning_rate=imitation_learning_rate(setup, step)))
         sft_loss.append(round(fb.loss, 4))
         sft_tokens += sum(len(d.target_tokens) for d in batch)
