@@ -95,6 +95,7 @@ def test_context_weight_targets_the_environments_text_and_no_reply() -> None:
     assert first.mask.tolist() == [0.5, 0.5, 1, 1, 0.5, 0.5, 0]
     assert second.target_tokens.tolist() == [2, 12, 6, 7, 13, 8, 14]
     assert second.mask.tolist() == [0, 0, 0, 0, 1, 0.5, 1]
+    assert (first.num_assistant_tokens, second.num_assistant_tokens) == (6, 3)
     plain = trajectory_to_datums(trajectory, [1.0] * 4, trained=trained)
     assert [d.mask.tolist() for d in plain] == [[0, 0, 1, 1, 0, 0, 0], [0, 0, 0, 0, 1, 0, 1]]
     with pytest.raises(ValueError, match="context_weight must be >= 0"):

@@ -87,8 +87,10 @@ class Datum:
 
     @property
     def num_assistant_tokens(self) -> int:
-        """Number of target positions that were sampled by the assistant."""
-        return int(self.mask.sum())
+        """Number of target positions trained (a nonzero mask): the assistant's sampled tokens,
+        plus, under imitation's `context_weight`, the environment text targeted at that weight
+        (counted once each, whatever the weight)."""
+        return int(np.count_nonzero(self.mask))
 
 
 def segments(turns: Sequence[Turn]) -> list[tuple[int, int]]:
