@@ -573,7 +573,11 @@ async def test_the_imitated_model_is_saved_and_reused_only_for_the_same_setup(
     windowed = {**key, "context_window": 2, "sft_steps": 2}
     assert await saved_imitation(windowed, out, backend=None) is None
     assert "imitated with other context_window, sft_steps" in capsys.readouterr().out
-    assert await saved_imitation({**key, "sft_steps": 3}, out, backend=None) is None
+    # and a refused run imitates again, end to end
+    other = await run_scratch(
+        replace(setup, sft_steps=3, updates=0), tmp_path / "b", alfworld_games.root, imitated=out
+    )
+    assert not other.imitation_reused and len(other.sft_loss) == 3
     assert "imitated with other sft_steps; imitating again" in capsys.readouterr().out
     assert await saved_imitation(key, tmp_path / "nowhere", backend=None) is None
     assert "no saved model in" in capsys.readouterr().out
