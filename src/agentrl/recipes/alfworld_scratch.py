@@ -220,6 +220,11 @@ class ScratchSetup:
     return minus the mean of the group's turns that acted from the same game state:
     `agentrl.algo.advantages.GiGPO`, the reward's per-turn form)."""
     learning_rate: float = 1e-4
+    rl_schedule: LRSchedule = LRSchedule.CONSTANT
+    """How the RL rate moves from `learning_rate` over the `updates` (the Trainer's
+    `lr_schedule`): constant stays, linear and cosine decay to `rl_final_learning_rate`."""
+    rl_final_learning_rate: float | None = None
+    """Where a decaying RL rate ends (None: a tenth of `learning_rate`, the Trainer's)."""
     optim_substeps: int = 1
     """Optimizer steps per RL update, each on a share of its trajectories (the Trainer's
     `optim_substeps`): more steps for the same rollouts, PPO's clip bounding how far they move
@@ -487,11 +492,12 @@ def scratch_tasks(setup: ScratchSetup, out: Path, data_root: Path | None) -> Scr
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmarks' `--protocol`, `--search-order`, `--relabeled-copies`, `--demo-noise`,
     `--sft-learning-rate`, `--sft-segments`, `--sft-context-weight`, `--sft-schedule`,
-    `--kl-coef`, `--rl-learning-rate`, `--optim-substeps`, `--estimator`, `--rl-temperature`,
-    `--eval-every`, `--context-window` and `--context-slack` (overrides of the preset's
-    `ScratchSetup.protocol` / `search_order` / `relabeled_copies` / `demo_noise` /
+    `--kl-coef`, `--rl-learning-rate`, `--rl-schedule`, `--optim-substeps`, `--estimator`,
+    `--rl-temperature`, `--eval-every`, `--context-window` and `--context-slack` (overrides of
+    the preset's `ScratchSetup.protocol` / `search_order` / `relabeled_copies` / `demo_noise` /
     `sft_learning_rate` / `sft_segments` / `sft_context_weight` / `sft_schedule` / `kl_coef` /
-    `learning_rate` / `optim_substeps` / `estimator` / `rl_temperature` / `eval_every` /
+    `learning_rate` / `rl_schedule` / `optim_substeps` / `estimator` / `rl_temperature` /
+    `eval_every` /
     `context_window` (0: None, the whole history) / `context_slack`; None: the preset's;
     `format_overrides` applies them)."""
     parser.add_argument(
@@ -571,6 +577,13 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
         help="the RL phase's learning rate (default: the preset's)",
     )
     parser.add_argument(
+        "--rl-schedule",
+        choices=[schedule.value for schedule in LRSchedule],
+        default=None,
+        help="how the RL rate moves from --rl-learning-rate over the updates: constant stays, "
+        "linear and cosine decay to a tenth of it (default: the preset's)",
+    )
+    parser.add_argument(
         "--optim-substeps",
         type=int,
         default=None,
@@ -629,6 +642,7 @@ def format_overrides(setup: ScratchSetup, args: argparse.Namespace) -> ScratchSe
         "sft_learning_rate": args.sft_learning_rate,
         "sft_schedule": None if args.sft_schedule is None else LRSchedule(args.sft_schedule),
         "kl_coef": args.kl_coef,
+        "rl_schedule": None if args.rl_schedule is None else LRSchedule(args.rl_schedule),
         "optim_substeps": args.optim_substeps,
         "context_slack": args.context_slack,
         "rl_temperature": args.rl_temperature,
@@ -919,6 +933,8 @@ def rl_config(setup: ScratchSetup, run_dir: Path) -> TrainConfig:
             games_per_batch=setup.games_per_batch,
             group_size=setup.group_size,
             learning_rate=setup.learning_rate,
+            lr_schedule=setup.rl_schedule,
+            final_learning_rate=setup.rl_final_learning_rate,
             optim_substeps=setup.optim_substeps,
             kl_coef=setup.kl_coef,
             temperature=setup.rl_temperature,
@@ -1034,6 +1050,8 @@ RL_FIELDS = frozenset(
         "group_size",
         "estimator",
         "learning_rate",
+        "rl_schedule",
+        "rl_final_learning_rate",
         "optim_substeps",
         "kl_coef",
         "rl_temperature",
