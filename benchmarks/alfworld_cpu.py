@@ -7,13 +7,15 @@ shared by the seeds; per seed a project tokenizer, a 0.24M-parameter Qwen3-archi
 from random weights, cross-entropy imitation of the explorer's demonstrations (the goal
 restated and the commands that act where the agent stands listed in every tool message, the
 `go to` lines left out; every prompt cut to its first observation and last 2 turns, plus a
-slack of 2), greedy success on valid_unseen, RL (32 updates) through the Trainer on
-train games kept out of the demonstrations (GiGPO: the group-mean advantage plus a per-turn
-one among the group's turns from the same game state; PPO, 4 optimizer steps of lr 1e-4 an
-update, a KL penalty of 0.05 to the imitated model; reward `1[won] - 0.1 x invalid`), success
-on valid_unseen again. The seeds run side by side (`--parallel`, default all of them
-up to 3), each in a process of its own with one torch thread on 2 cores; a seed's numbers can
-differ from a run of it alone with 2 threads, which sum floats in another order.
+slack of 2; 600 steps, the environment's text a second target at a tenth of the weight),
+greedy success on valid_unseen, RL (16 updates) through the Trainer on train games kept out
+of the demonstrations (GiGPO: the group-mean advantage plus a per-turn one among the group's
+turns from the same game state; PPO, 4 optimizer steps an update at a rate falling from 3e-4
+to 3e-5 on a cosine, a KL penalty of 0.2 to the imitated model; reward
+`1[won] - 0.1 x invalid`), success on valid_unseen again. The seeds run side by side
+(`--parallel`, default all of them up to 3), each in a process of its own with one torch
+thread on 2 cores; a seed's numbers can differ from a run of it alone with 2 threads, which
+sum floats in another order.
 Each seed writes `--out/seed-K/result.{json,md}`, its evaluations (`eval/*.jsonl`: the planner,
 the imitated model, after RL) and plots (`plots/alfworld.png`: held-out success per RL update,
 with `--eval-every N` points during RL); the summary
@@ -44,6 +46,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from agentrl.executors.child import die_with_parent
 from agentrl.recipes.alfworld_scratch import (
     PRESETS,
     ScratchResult,
@@ -128,6 +131,15 @@ def seed_threads(setup_threads: int, parallel: int, seeds: int, threads: int | N
     return max(1, (os.cpu_count() or 1) // min(parallel, seeds))
 
 
+def seed_pool(parallel: int) -> ProcessPoolExecutor:
+    """The processes the seeds run in side by side: spawned, and killed by Linux when this
+    process ends (`die_with_parent`), so that a benchmark stopped with `kill` or `timeout` does
+    not leave its seeds training on (their env workers die with them in turn)."""
+    return ProcessPoolExecutor(
+        parallel, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent
+    )
+
+
 def run_seeds(
     base: ScratchSetup,
     seeds: list[int],
@@ -151,7 +163,7 @@ def run_seeds(
     )
     if parallel <= 1:
         return [run_seed(replace(each, seed=s), out / f"seed-{s}", games, source(s)) for s in seeds]
-    with ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with seed_pool(parallel) as pool:
         futures = [
             pool.submit(run_seed, replace(each, seed=s), out / f"seed-{s}", games, source(s))
             for s in seeds

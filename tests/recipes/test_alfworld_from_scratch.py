@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +172,7 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     config = rl_config(replace(CPU, rl_temperature=0.4, kl_coef=0.03, optim_substeps=3), tmp_path)
     assert config.optim_substeps == 3 and rl_config(CPU, tmp_path).optim_substeps == 4
     assert config.temperature == 0.4 and config.max_steps == CPU.updates
-    assert config.kl_coef == 0.03 and rl_config(CPU, tmp_path).kl_coef == CPU.kl_coef == 0.05
+    assert config.kl_coef == 0.03 and rl_config(CPU, tmp_path).kl_coef == CPU.kl_coef == 0.2
     assert rl_config(GPU, tmp_path).kl_coef == 0.0  # the recipe's: no KL
     assert config.learning_rate == CPU.learning_rate and config.seed == CPU.seed
     windowed = rl_config(replace(CPU, context_window=3, context_slack=2), tmp_path)
@@ -180,9 +181,10 @@ def test_the_imitation_rate_follows_its_schedule_and_rl_samples_at_its_temperatu
     preset = rl_config(CPU, tmp_path)  # the cpu preset's window: 2 turns, a slack of 2
     assert (preset.context_window, preset.context_slack) == (CPU.context_window, CPU.context_slack)
     assert (CPU.context_window, CPU.context_slack) == (2, 2)
-    assert preset.lr_schedule == "constant" and preset.scheduled_learning_rate(16) == 1e-4
-    decaying = rl_config(replace(CPU, learning_rate=3e-4, rl_schedule="cosine"), tmp_path)
-    rl_rates = [decaying.scheduled_learning_rate(u) for u in range(1, CPU.updates + 1)]
+    steady = rl_config(replace(CPU, rl_schedule="constant"), tmp_path)
+    assert steady.lr_schedule == "constant" and steady.scheduled_learning_rate(16) == 3e-4
+    assert preset.lr_schedule == "cosine"  # the preset's: 3e-4 falling to a tenth
+    rl_rates = [preset.scheduled_learning_rate(u) for u in range(1, CPU.updates + 1)]
     assert rl_rates[0] == pytest.approx(3e-4) and rl_rates[-1] == pytest.approx(3e-5)
     assert all(a > b for a, b in itertools.pairwise(rl_rates))
     ending = replace(CPU, rl_schedule="linear", rl_final_learning_rate=1e-6)
@@ -281,14 +283,14 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
     decayed = format_overrides(CPU, parser.parse_args(flags))
     assert (decayed.sft_learning_rate, decayed.sft_schedule) == (5e-3, "cosine")
     rl_decayed = format_overrides(CPU, parser.parse_args(["--rl-schedule", "linear"]))
-    assert (rl_decayed.rl_schedule, CPU.rl_schedule) == ("linear", "constant")
+    assert (rl_decayed.rl_schedule, CPU.rl_schedule) == ("linear", "cosine")
     assert CPU.sft_schedule == "constant" and decayed.sft_steps == CPU.sft_steps
     flags = ["--sft-segments", "--eval-every", "8"]
     curved = format_overrides(CPU, parser.parse_args(flags))
     assert (curved.sft_segments, curved.eval_every) == (True, 8)
     assert (CPU.sft_segments, CPU.eval_every) == (False, 0)  # the preset's, unless given
-    weighted = format_overrides(CPU, parser.parse_args(["--sft-context-weight", "0.1"]))
-    assert weighted.sft_context_weight == 0.1 and CPU.sft_context_weight == 0.0
+    weighted = format_overrides(CPU, parser.parse_args(["--sft-context-weight", "0"]))
+    assert weighted.sft_context_weight == 0.0 and CPU.sft_context_weight == 0.1
     assert format_overrides(CPU, parser.parse_args([])) == CPU
     with pytest.raises(SystemExit):  # argparse names the choices
         parser.parse_args(["--sft-schedule", "exponential"])
@@ -331,14 +333,15 @@ def test_imitation_with_context_targets_divides_by_the_reply_tokens() -> None:
     both, reply_only, context_only = datum(replies + context), datum(replies), datum(context)
     config = imitation_loss(weighted, [both])
     assert config.normalisation == "constant" and config.norm_constant == 4.0  # reply tokens
-    assert imitation_loss(CPU, [reply_only]) == LossConfig()  # the default mean
+    unweighted = replace(CPU, sft_context_weight=0.0)  # the preset's weight is 0.1
+    assert imitation_loss(unweighted, [reply_only]) == LossConfig()  # the default mean
 
     async def loss(datum: Datum, cfg: LossConfig) -> float:
         result = await backend.forward_backward([datum], LossName.CROSS_ENTROPY, cfg)
         return result.loss
 
     total = asyncio.run(loss(both, config))
-    reply_mean = asyncio.run(loss(reply_only, imitation_loss(CPU, [reply_only])))
+    reply_mean = asyncio.run(loss(reply_only, imitation_loss(unweighted, [reply_only])))
     summed = LossConfig(normalisation="constant", norm_constant=1.0)
     context_sum = asyncio.run(loss(context_only, summed))
     assert total == pytest.approx(reply_mean + context_sum / 4, rel=1e-5)
@@ -660,3 +663,44 @@ def test_the_cpu_benchmark_shares_out_torch_threads_or_takes_them_given(tmp_path
     )
     assert done.returncode == 2 and "--torch-threads must be >= 1, got 0" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _running(pid: int) -> bool:
+    """A process that exists and is not a zombie (one a container's init may never reap)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="die_with_parent: Linux only")
+def test_the_cpu_benchmarks_seeds_die_with_it(tmp_path: Path) -> None:
+    """A benchmark killed while its seeds run side by side (`kill`, `timeout`) takes them
+    with it: `seed_pool`'s processes die with their parent instead of training on."""
+    import signal
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "if __name__ == '__main__':  # the spawned seed imports no more than it runs\n"
+        f"    sys.path.insert(0, {str(CPU_SCRIPT.parent)!r})\n"
+        "    from alfworld_cpu import seed_pool\n"
+        "    pool = seed_pool(1)\n"
+        "    print(pool.submit(os.getpid).result(), flush=True)\n"
+        "    pool.submit(time.sleep, 300)\n"
+        "    time.sleep(300)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        seed = int(parent.stdout.readline())
+        assert _running(seed)  # alive while its parent is
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _running(seed):
+            time.sleep(0.1)  # killed by the kernel when its parent ended
+        assert not _running(seed)
+    finally:
+        parent.kill()
