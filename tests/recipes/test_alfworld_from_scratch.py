@@ -22,6 +22,7 @@ import pytest
 
 from agentrl.reporting.records import read_eval_file
 from tests.helpers.paths import BENCHMARKS
+from tests.helpers.processes import alive
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -665,15 +666,6 @@ def test_the_cpu_benchmark_shares_out_torch_threads_or_takes_them_given(tmp_path
     assert not (tmp_path / "out").exists()
 
 
-def _running(pid: int) -> bool:
-    """A process that exists and is not a zombie (one a container's init may never reap)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="die_with_parent: Linux only")
 def test_the_cpu_benchmarks_seeds_die_with_it(tmp_path: Path) -> None:
     """A benchmark killed while its seeds run side by side (`kill`, `timeout`) takes them
@@ -695,12 +687,12 @@ def test_the_cpu_benchmarks_seeds_die_with_it(tmp_path: Path) -> None:
     try:
         assert parent.stdout is not None
         seed = int(parent.stdout.readline())
-        assert _running(seed)  # alive while its parent is
+        assert alive(seed)  # alive while its parent is
         parent.send_signal(signal.SIGTERM)
         parent.wait(60)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and _running(seed):
+        while time.monotonic() < deadline and alive(seed):
             time.sleep(0.1)  # killed by the kernel when its parent ended
-        assert not _running(seed)
+        assert not alive(seed)
     finally:
         parent.kill()

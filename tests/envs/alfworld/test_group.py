@@ -20,16 +20,7 @@ from agentrl.envs.alfworld.group import (
 )
 from agentrl.testing import check_env_group
 from agentrl.types import TaskInfo
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie still answers kill(0); look at its state
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+from tests.helpers.processes import alive
 
 
 @pytest.fixture
@@ -103,10 +94,10 @@ async def test_close_is_idempotent_and_leaves_no_process(fault_task: TaskInfo) -
     group = AlfworldEnvGroup(fault_task, 2, AlfworldEnvOptions(engine="fault"))
     await group.reset()
     pid = group.worker_pid
-    assert pid is not None and _alive(pid)
+    assert pid is not None and alive(pid)
     await group.close()
     await group.close()
-    assert not _alive(pid)
+    assert not alive(pid)
     with pytest.raises(RuntimeError):
         await group.step([None, None])
 
@@ -140,7 +131,7 @@ async def test_hang_times_out_and_kills_the_worker(fault_task: TaskInfo) -> None
         assert "took longer than 1s" in (steps[0].error or "")
         assert "lost with the worker" in (steps[1].error or "")
         assert all(s.finished for s in steps)
-        assert not _alive(pid)
+        assert not alive(pid)
         again = await group.step(["go north"] * 3)  # finished branches stay finished
         assert again == steps
     finally:
@@ -184,7 +175,7 @@ async def test_killing_a_textworld_worker_mid_episode(alfworld_games) -> None:
         # branch is left waiting and every branch the worker did not finish has an error
         assert all(s.finished for s in steps)
         assert any(s.error is not None for s in steps)
-        assert not _alive(pid)
+        assert not alive(pid)
     finally:
         await group.close()
 
@@ -194,6 +185,6 @@ async def test_workers_do_not_pile_up(fault_task: TaskInfo) -> None:
     groups = [AlfworldEnvGroup(fault_task, 1, AlfworldEnvOptions(engine="fault")) for _ in range(3)]
     await asyncio.gather(*(g.reset() for g in groups))
     pids = [g.worker_pid for g in groups]
-    assert all(p is not None and _alive(p) for p in pids)
+    assert all(p is not None and alive(p) for p in pids)
     await asyncio.gather(*(g.close() for g in groups))
-    assert not any(_alive(p) for p in pids if p is not None)
+    assert not any(alive(p) for p in pids if p is not None)

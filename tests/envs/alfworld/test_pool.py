@@ -17,17 +17,9 @@ from agentrl.envs.alfworld.group import AlfworldEnvGroup, AlfworldEnvOptions
 from agentrl.envs.alfworld.pool import EnvWorkerPool, default_pool_size
 from agentrl.rollout.turn import Stepper
 from agentrl.types import EnvStep, TaskInfo
+from tests.helpers.processes import alive
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
 
 @pytest.fixture
@@ -92,7 +84,7 @@ async def test_pool_serves_many_games_across_updates_like_fresh_workers(alfworld
         assert len(pids) == 2
     finally:
         await pool.close()
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(alive(pid) for pid in pids)
 
 
 async def test_pool_replaces_a_killed_worker(fault_task: TaskInfo) -> None:
@@ -113,7 +105,7 @@ async def test_pool_replaces_a_killed_worker(fault_task: TaskInfo) -> None:
         await again.close()
     finally:
         await pool.close()
-    assert not _alive(old)
+    assert not alive(old)
 
 
 async def test_pool_survives_a_hung_step(fault_task: TaskInfo) -> None:
@@ -131,14 +123,14 @@ async def test_pool_survives_a_hung_step(fault_task: TaskInfo) -> None:
         assert (await other.step(["go north"]))[0].error is not None  # it shared the worker
         for group in (hung, other):
             await group.close()
-        assert not _alive(old)
+        assert not alive(old)
         fresh = AlfworldEnvGroup(fault_task, 1, options, pool)
         assert (await fresh.reset())[0].error is None
         assert (await fresh.step(["go north"]))[0].error is None
         pids = pool.pids
     finally:
         await pool.close()
-    assert pids and not any(_alive(pid) for pid in pids)
+    assert pids and not any(alive(pid) for pid in pids)
 
 
 async def test_engine_that_raised_is_not_cached(fault_task: TaskInfo) -> None:
@@ -188,10 +180,10 @@ async def test_the_builder_closes_the_factory_not_the_trainer(
     )
     await trainer.close()
     await trainer.close()  # idempotent
-    assert pids and all(_alive(pid) for pid in pids)  # the trainer did not build the pool
+    assert pids and all(alive(pid) for pid in pids)  # the trainer did not build the pool
     await close_env_factory(factory)  # whoever built it closes it
     await close_env_factory(factory)  # idempotent
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(alive(pid) for pid in pids)
 
 
 async def test_a_group_torn_down_mid_step_leaves_its_shared_worker_in_step(
