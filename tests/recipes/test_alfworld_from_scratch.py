@@ -250,6 +250,11 @@ def test_a_bad_noise_or_kl_is_refused_before_anything_runs() -> None:
         replace(CPU, demo_noise=1.0)
     with pytest.raises(ValueError, match=re.escape("ScratchSetup.kl_coef must be >= 0, got -0.1")):
         replace(CPU, kl_coef=-0.1)
+    ending = re.escape("ScratchSetup.rl_final_learning_rate (1e-05) must be > 0 and is the end")
+    with pytest.raises(ValueError, match=ending):  # RL would refuse it after the imitation
+        replace(CPU, rl_schedule="constant", rl_final_learning_rate=1e-5)
+    with pytest.raises(ValueError, match=re.escape("rl_final_learning_rate (0.0) must be > 0")):
+        replace(CPU, rl_final_learning_rate=0.0)
     parser = argparse.ArgumentParser()
     add_format_arguments(parser)
     for flags, message in (

@@ -263,6 +263,14 @@ class ScratchSetup:
             raise ValueError(
                 f"ScratchSetup.sft_context_weight must be >= 0, got {self.sft_context_weight}"
             )
+        if self.rl_final_learning_rate is not None and (
+            self.rl_final_learning_rate <= 0 or LRSchedule(self.rl_schedule) is LRSchedule.CONSTANT
+        ):
+            raise ValueError(
+                f"ScratchSetup.rl_final_learning_rate ({self.rl_final_learning_rate}) must be > 0 "
+                "and is the end of a decaying rate: set rl_schedule to linear or cosine, or "
+                "leave it None"
+            )
         if self.eval_every < 0:
             raise ValueError(f"ScratchSetup.eval_every must be >= 0, got {self.eval_every}")
         if self.optim_substeps < 1:
