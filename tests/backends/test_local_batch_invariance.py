@@ -1,8 +1,11 @@
-"""Batch-invariant local decoding: a request's completions do not depend on its batch-mates.
+"""Batch-invariant local decoding: a request's completions do not depend on its batch-mates
+nor on what the prefix KV cache held before it.
 
 A request served alone, in a batch with others of other lengths (left padding), or with only
-1-3 rows, gets bit-identical tokens and logprobs for the same seed; keyed seeds make the
-rollout's draws independent of arrival order (`agentrl.core.seeds`, `KeyedPolicySampler`).
+1-3 rows, gets bit-identical tokens and logprobs for the same seed, and so does a prompt
+prefilled from nothing, after part of it was cached by another request, or continuing a
+trajectory whose earlier tokens were decoded; keyed seeds make the rollout's draws independent
+of arrival order (`agentrl.core.seeds`, `KeyedPolicySampler`).
 """
 
 from __future__ import annotations
@@ -85,6 +88,55 @@ def test_small_batches_are_padded_to_the_kernel_threshold(backend: LocalBackend)
     batched = _outputs(_serve(backend, [single, *others]))[:2]
     assert alone == batched
     assert all(len(tokens) == 10 for tokens, _ in alone)  # idle rows never leak tokens
+
+
+def _serve_cached(backend: LocalBackend, cache: PrefixKVCache, request: GenRequest) -> GenResult:
+    engine = backend.engine
+    with engine.lock, torch.no_grad():
+        (result,) = generate(engine, cache, [request])
+    return result
+
+
+def test_a_prompt_gets_the_same_completion_whatever_the_cache_holds(
+    backend: LocalBackend,
+) -> None:
+    """Which prefix of a prompt is found cached depends on what ran before it (a game sharing
+    the system prompt, a sibling branch sharing the whole first prompt, the trajectory's own
+    previous turn, or nothing after an eviction): the prompt is prefilled in chunks cut at
+    other places, and the completion must not change by a bit."""
+    vocab = backend.engine.vocab_size - 2
+    rng = random.Random(3)
+    system = tuple(rng.randrange(vocab) for _ in range(70))
+    first = system + tuple(rng.randrange(vocab) for _ in range(45))
+    other_game = system + tuple(rng.randrange(vocab) for _ in range(30))
+    params = SamplingParams(temperature=1.0, max_tokens=12, stop_tokens=(vocab + 1,))
+
+    def request(prompt: tuple[int, ...], seed: int) -> GenRequest:
+        return GenRequest(prompt, 1, params, seed=seed)
+
+    def budget() -> PrefixKVCache:
+        return PrefixKVCache(100_000)
+
+    fresh = _serve_cached(backend, budget(), request(first, 5))
+    shared_system = budget()
+    _serve_cached(backend, shared_system, request(other_game, 6))
+    after_system = _serve_cached(backend, shared_system, request(first, 5))
+    sibling = budget()
+    _serve_cached(backend, sibling, request(first, 9))
+    after_sibling = _serve_cached(backend, sibling, request(first, 5))
+    assert (fresh.reused_tokens, after_system.reused_tokens) == (0, len(system))
+    assert after_sibling.reused_tokens == len(first) - 1  # only the last token prefilled
+    assert _outputs([after_system]) == _outputs([fresh])  # bit-identical logprobs
+    assert _outputs([after_sibling]) == _outputs([fresh])
+
+    own = budget()
+    (decoded,) = _serve_cached(backend, own, request(first, 5)).completions
+    second = first + decoded.tokens + tuple(rng.randrange(vocab) for _ in range(9))
+    continued = _serve_cached(backend, own, request(second, 7))
+    from_nothing = _serve_cached(backend, budget(), request(second, 7))
+    assert continued.reused_tokens == len(first) + len(decoded.tokens) - 1
+    assert from_nothing.reused_tokens == 0
+    assert _outputs([continued]) == _outputs([from_nothing])
 
 
 def test_decoding_row_counts_meet_both_kernel_thresholds() -> None:

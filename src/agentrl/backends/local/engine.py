@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from agentrl.backends.local.invariant import use_rowwise_attention
-from agentrl.backends.local.model import cache_kwarg
+from agentrl.backends.local.invariant import PREFILL_ROWS, decode_rows, use_rowwise_attention
+from agentrl.backends.local.model import KV, cache_kwarg, kv_from_cache
 
 __all__ = ["ModelEngine"]
 
@@ -126,6 +126,36 @@ class ModelEngine:
         )
         logits: torch.Tensor = out.logits[:, -1, :].float()
         return logits
+
+    def prefill(self, tokens: Sequence[int], start: int, cache: Any) -> tuple[torch.Tensor, KV]:
+        """Append `tokens` (one row, at positions `start`...) to `cache`: float32 logits
+        after the last of them, and the keys/values of the `start + len(tokens)` positions.
+
+        When `batch_invariant`, the chunk is padded with idle tokens to `decode_rows` rows and
+        each query attends alone (`invariant.PREFILL_ROWS`), so every token's keys and values
+        are bit for bit those of any other chunking of the same tokens, or of a decoding step
+        that produced it: what the prefix cache held before does not change the run."""
+        count = len(tokens)
+        if count < 1:
+            raise ValueError("prefill needs at least one token")
+        if not self.batch_invariant:
+            ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
+            positions = torch.arange(start, start + count, device=self.device)[None]
+            return self.step(ids, positions, cache)[0], kv_from_cache(cache)
+        rows = decode_rows(count)
+        padded = [*tokens, *([tokens[-1]] * (rows - count))]
+        ids = torch.tensor([padded], dtype=torch.long, device=self.device)
+        positions = torch.arange(start, start + rows, device=self.device)[None]
+        out = self.base.model(
+            input_ids=ids,
+            position_ids=positions,
+            use_cache=True,
+            **{self._cache_kwarg: cache, PREFILL_ROWS: count},
+        )
+        hidden: torch.Tensor = out.last_hidden_state[:, count - 1]
+        end = start + count
+        kv = [(k[:, :, :end], v[:, :, :end]) for k, v in kv_from_cache(cache)]
+        return self.unembed(hidden)[0], kv
 
     def sequence_logprobs(self, tokens: Sequence[int]) -> torch.Tensor:
         """Logprob of each token given the previous ones (length len(tokens) - 1), no grad."""

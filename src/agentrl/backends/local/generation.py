@@ -95,11 +95,10 @@ def _prefill(
     engine: ModelEngine, cache: PrefixKVCache, prompt: tuple[int, ...]
 ) -> tuple[torch.Tensor, KV, int]:
     reused, kv = cache.take(prompt, max_length=len(prompt) - 1)
-    suffix = torch.tensor([prompt[reused:]], dtype=torch.long, device=engine.device)
-    positions = torch.arange(reused, len(prompt), device=engine.device)[None]
-    model_cache = kv_to_cache(kv, reserve=len(prompt) - reused)
-    logits = engine.step(suffix, positions, model_cache)
-    return logits[0], kv_from_cache(model_cache), reused
+    suffix = prompt[reused:]
+    model_cache = kv_to_cache(kv, reserve=decode_rows(len(suffix)))
+    logits, prefilled = engine.prefill(suffix, reused, model_cache)
+    return logits, prefilled, reused
 
 
 def _left_pad(kvs: Sequence[tuple[KV, int]], width: int) -> KV:

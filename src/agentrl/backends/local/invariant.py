@@ -13,13 +13,23 @@ depends on timing. Two float effects would then leak timing into the run:
   (fewer than 9 at the tiny model's 192-wide inner dimension) rounds differently from a
   larger one, while any product of 16 rows or more agrees with every other.
 
+The prefix KV cache adds a third: which prefix of a prompt is found cached depends on what
+ran before (a sibling branch that shares the first prompt, another game that shares the system
+prompt, an entry evicted under the memory budget), so the same prompt would be prefilled in
+chunks cut at different places, and a token's keys rounded differently in a long chunk, a
+short one, or a decoding step.
+
 `ROWWISE` is an attention implementation (registered with transformers' attention and mask
 interfaces) that computes each row of a one-token decoding step on its own keys, the padding
-sliced off; every other call (prefill, training forwards) is plain SDPA. `generate` pads each
-decoding batch with idle rows to `decode_rows(live)`: at least `DECODE_MIN_ROWS`, and a
-multiple of `DECODE_ROW_MULTIPLE`, which satisfies both CPUs. Together, a
-request's completions are a function of its prompt, its seed and the weights alone, whatever
-else is in the batch.
+sliced off, and, in a prefill that passes `PREFILL_ROWS` (`ModelEngine.prefill`), each query
+on its own causal keys, by the very call a decoding step makes for it; every other call
+(training forwards, scoring) is plain SDPA. `generate` pads each decoding batch with idle rows
+to `decode_rows(live)`, and a prefill pads its chunk with idle tokens to `decode_rows(chunk)`
+rows: at least `DECODE_MIN_ROWS`, and a multiple of `DECODE_ROW_MULTIPLE`, which satisfies
+both CPUs. Together, a token's keys and values are a function of the tokens up to it and the
+weights alone, whether it was prefilled in any chunk or decoded in any batch, so a request's
+completions are a function of its prompt, its seed and the weights alone, whatever else is in
+the batch or in the cache.
 Across machines bit-identity is not promised: another CPU's kernels round differently.
 """
 
@@ -32,6 +42,7 @@ import torch
 __all__ = [
     "DECODE_MIN_ROWS",
     "DECODE_ROW_MULTIPLE",
+    "PREFILL_ROWS",
     "ROWWISE",
     "decode_rows",
     "use_rowwise_attention",
@@ -39,6 +50,9 @@ __all__ = [
 
 ROWWISE = "agentrl_rowwise"
 """Name of the batch-invariant attention implementation."""
+PREFILL_ROWS = "agentrl_prefill_rows"
+"""Keyword argument of the model's forward (passed on to the attention implementation) that
+marks an invariant prefill: its value is the chunk's real tokens, the rest idle padding."""
 DECODE_ROW_MULTIPLE = 4
 """Decoding batches are padded to a multiple of this many rows (measured on AVX2: with 1-8
 threads, a row's product is bit-identical in any batch of 4k rows, not in a ragged one)."""
@@ -72,9 +86,13 @@ def rowwise_attention(
     attention_mask: torch.Tensor | None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """SDPA; for a one-token query, row by row over the unpadded keys of each row."""
+    """SDPA; for a one-token query, row by row over the unpadded keys of each row; in a
+    prefill marked with `PREFILL_ROWS`, query by query over its causal keys."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    real: int | None = kwargs.pop(PREFILL_ROWS, None)
+    if query.shape[2] != 1 and real is not None:
+        return _prefill_attention(module, query, key, value, real, **kwargs)
     if query.shape[2] != 1:
         result: tuple[torch.Tensor, None] = sdpa_attention_forward(
             module, query, key, value, attention_mask, **kwargs
@@ -93,6 +111,36 @@ def rowwise_attention(
         )
         rows.append(out)
     return torch.cat(rows), None
+
+
+def _prefill_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    real: int,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """Attention of a one-row prefill chunk, each of its first `real` queries alone over the
+    keys up to its own position (the call a decoding step makes for that token); the idle
+    queries after them get zeros (their outputs are discarded)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if query.shape[0] != 1:
+        raise ValueError(f"an invariant prefill takes one row, got {query.shape[0]}")
+    chunk = query.shape[2]
+    offset = key.shape[2] - chunk
+    outputs = []
+    for j in range(real):
+        end = offset + j + 1
+        out, _ = sdpa_attention_forward(
+            module, query[:, :, j : j + 1], key[:, :, :end], value[:, :, :end], None, **kwargs
+        )
+        outputs.append(out)
+    if real < chunk:
+        idle = outputs[0].new_zeros((1, chunk - real, *outputs[0].shape[2:]))
+        outputs.append(idle)
+    return torch.cat(outputs, dim=1), None
 
 
 def _register() -> None:
