@@ -180,3 +180,62 @@ def test_keyed_policy_sampler_ignores_arrival_order(qwen_tokenizer: Any) -> None
     assert len(set(forward.values())) > 1
     with pytest.raises(ValueError, match=r"SamplingParams\.seed"):
         asyncio.run(sampler.sample(prompt, 1, SamplingParams()))
+
+
+class _Attention(torch.nn.Module):
+    """The attributes transformers' SDPA attention reads from an attention module."""
+
+    is_causal = True
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.num_key_value_groups = groups
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "dim"), [(4, 2, 16), (4, 4, 16), (2, 1, 320)])
+def testone_query_attention_is_the_wrapper_bit_for_bit(heads: int, kv_heads: int, dim: int) -> None:
+    """The invariant paths call SDPA directly for one-token queries (the wrapper's per-call
+    cost is a third of a call); they must compute exactly what transformers' SDPA attention
+    computes, with and without shared key heads, and fall back to it where it takes another
+    path (head dims above 256)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from agentrl.backends.local.invariant import one_query_attention
+
+    module = _Attention(heads // kv_heads)
+    generator = torch.Generator().manual_seed(0)
+    keys = torch.randn(1, kv_heads, 97, dim, generator=generator)
+    values = torch.randn(1, kv_heads, 97, dim, generator=generator)
+    query = torch.randn(1, heads, 1, dim, generator=generator)
+    kwargs: dict[str, Any] = {"dropout": 0.0, "scaling": dim**-0.5, "sliding_window": None}
+    attend = one_query_attention(module, keys, values, kwargs)
+    for end in (1, 2, 31, 97):
+        expected, _ = sdpa_attention_forward(
+            module, query, keys[:, :, :end], values[:, :, :end], None, **kwargs
+        )
+        got = attend(query, keys[:, :, :end], values[:, :, :end]).transpose(1, 2)
+        assert torch.equal(got, expected), (end, float((got - expected).abs().max()))
+    unscaled = one_query_attention(module, keys, values, {"dropout": 0.0, "scaling": 1.0})
+    assert not torch.equal(unscaled(query, keys, values), attend(query, keys, values))
+
+
+def test_invariant_prefill_benchmark_runs_and_finds_the_direct_call_identical() -> None:
+    """`benchmarks/invariant_prefill.py` at its smallest: its last line, and the direct call's
+    logits, keys and completions bit for bit the wrapper's."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import BENCHMARKS
+
+    command = [sys.executable, str(BENCHMARKS / "invariant_prefill.py"), "--tokens", "20", "300"]
+    done = subprocess.run(
+        [*command, "--repeats", "1"], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stdout.strip().splitlines()[-1]
+    pattern = (
+        r"prefill300_speedup=[\d.]+ prefill1200_speedup=nan sample_speedup=[\d.]+ "
+        r"invariant_cost300=[\d.]+ identical=True"
+    )
+    assert re.fullmatch(pattern, last), last

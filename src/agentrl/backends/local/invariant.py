@@ -35,6 +35,8 @@ Across machines bit-identity is not promised: another CPU's kernels round differ
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -59,6 +61,11 @@ threads, a row's product is bit-identical in any batch of 4k rows, not in a ragg
 DECODE_MIN_ROWS = 16
 """Decoding batches have at least this many rows (measured on AVX-512: products of fewer rows
 take MKL's small-matrix kernels, which round differently)."""
+
+
+_SDPA_GQA_MAX_DIM = 256
+"""Largest head dim for which transformers' SDPA attention shares key heads with
+`enable_gqa` on the CPU (`use_gqa_in_sdpa`); above it, it takes another path."""
 
 
 def decode_rows(live: int) -> int:
@@ -99,18 +106,12 @@ def rowwise_attention(
         )
         return result
     starts = _first_valid(attention_mask, query.shape[0], key.shape[2])
-    rows = []
-    for row, start in enumerate(starts):
-        out, _ = sdpa_attention_forward(
-            module,
-            query[row : row + 1],
-            key[row : row + 1, :, start:],
-            value[row : row + 1, :, start:],
-            None,
-            **kwargs,
-        )
-        rows.append(out)
-    return torch.cat(rows), None
+    attend = one_query_attention(module, key, value, kwargs)
+    rows = [
+        attend(query[row : row + 1], key[row : row + 1, :, start:], value[row : row + 1, :, start:])
+        for row, start in enumerate(starts)
+    ]
+    return torch.cat(rows).transpose(1, 2).contiguous(), None
 
 
 def _prefill_attention(
@@ -124,23 +125,66 @@ def _prefill_attention(
     """Attention of a one-row prefill chunk, each of its first `real` queries alone over the
     keys up to its own position (the call a decoding step makes for that token); the idle
     queries after them get zeros (their outputs are discarded)."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     if query.shape[0] != 1:
         raise ValueError(f"an invariant prefill takes one row, got {query.shape[0]}")
     chunk = query.shape[2]
     offset = key.shape[2] - chunk
-    outputs = []
-    for j in range(real):
-        end = offset + j + 1
-        out, _ = sdpa_attention_forward(
-            module, query[:, :, j : j + 1], key[:, :, :end], value[:, :, :end], None, **kwargs
-        )
-        outputs.append(out)
+    attend = one_query_attention(module, key, value, kwargs)
+    outputs = [
+        attend(query[:, :, j : j + 1], key[:, :, : offset + j + 1], value[:, :, : offset + j + 1])
+        for j in range(real)
+    ]
     if real < chunk:
-        idle = outputs[0].new_zeros((1, chunk - real, *outputs[0].shape[2:]))
-        outputs.append(idle)
-    return torch.cat(outputs, dim=1), None
+        outputs.append(outputs[0].new_zeros((1, outputs[0].shape[1], chunk - real, query.shape[3])))
+    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
+
+
+def one_query_attention(
+    module: torch.nn.Module, key: torch.Tensor, value: torch.Tensor, kwargs: dict[str, Any]
+) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The attention of one unmasked one-token query, `(1, heads, 1, dim)` in and out (not
+    transposed), computed exactly as transformers' `sdpa_attention_forward` computes it.
+
+    Where that function's CPU path is one `scaled_dot_product_attention` call (no dropout,
+    softcap or position bias; the key heads shared with `enable_gqa`, as it does for head dims
+    up to 256), the call is made directly: the same op on the same tensors, so the same bits,
+    without the wrapper's per-call overhead (about a third of a call at the tiny model's
+    shapes, and a prefill makes one call per token and layer). Otherwise the wrapper itself."""
+    groups = int(getattr(module, "num_key_value_groups", 1))
+    plain = (
+        not kwargs.get("dropout")
+        and kwargs.get("softcap") is None
+        and kwargs.get("position_bias") is None
+        and not kwargs.get("output_attentions", False)
+        and key.shape[-1] == value.shape[-1] <= _SDPA_GQA_MAX_DIM
+        and os.environ.get("TRANSFORMERS_SDPA_FORCE_GQA", "0") != "1"
+    )
+    if not plain:
+        return wrapped_attention(module, kwargs)
+    scale: float | None = kwargs.get("scaling")
+    extra = {"enable_gqa": True} if groups > 1 else {}
+
+    def direct(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=None, dropout_p=0.0, scale=scale, is_causal=False, **extra
+        )
+
+    return direct
+
+
+def wrapped_attention(
+    module: torch.nn.Module, kwargs: dict[str, Any]
+) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """One unmasked one-token query through transformers' `sdpa_attention_forward` itself,
+    shaped as `one_query_attention`'s (the fallback, and the baseline
+    `benchmarks/invariant_prefill.py` measures the direct call against)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    def wrapped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = sdpa_attention_forward(module, q, k, v, None, **kwargs)[0]
+        return out.transpose(1, 2)
+
+    return wrapped
 
 
 def _register() -> None:
