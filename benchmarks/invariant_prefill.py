@@ -32,7 +32,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -75,12 +75,9 @@ def prefill_rows(backend: LocalBackend, count: int, repeats: int) -> tuple[dict[
     for _ in range(repeats):
         for name in times:
             engine.batch_invariant = name != "plain"
-            with torch.no_grad():
-                if name == "wrapper":
-                    with wrapper_calls():
-                        seconds, out = timed(lambda: engine.prefill(tokens, 0, kv_to_cache(None)))
-                else:
-                    seconds, out = timed(lambda: engine.prefill(tokens, 0, kv_to_cache(None)))
+            calls = wrapper_calls() if name == "wrapper" else nullcontext()
+            with torch.no_grad(), calls:
+                seconds, out = timed(lambda: engine.prefill(tokens, 0, kv_to_cache(None)))
             times[name].append(seconds)
             outputs[name] = out
     engine.batch_invariant = True

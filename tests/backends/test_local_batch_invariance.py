@@ -193,7 +193,9 @@ class _Attention(torch.nn.Module):
 
 
 @pytest.mark.parametrize(("heads", "kv_heads", "dim"), [(4, 2, 16), (4, 4, 16), (2, 1, 320)])
-def testone_query_attention_is_the_wrapper_bit_for_bit(heads: int, kv_heads: int, dim: int) -> None:
+def test_one_query_attention_is_the_wrapper_bit_for_bit(
+    heads: int, kv_heads: int, dim: int
+) -> None:
     """The invariant paths call SDPA directly for one-token queries (the wrapper's per-call
     cost is a third of a call); they must compute exactly what transformers' SDPA attention
     computes, with and without shared key heads, and fall back to it where it takes another
